@@ -1,0 +1,106 @@
+"""Session fixtures that start the real parts: the local control plane (etcd, kube-apiserver,
+controller-manager, scheduler, kwok), an OPA server with the project's policies, and Prometheus
+servers backfilled with the series a test writes.
+
+A missing tool fails the test with the bootstrap hint; nothing is skipped. When a test that used
+a server fails, the tail of that server's log is attached to the report.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.localfleet import default_pools, fake_nodes
+from tools.localcluster import LocalCluster
+from tools.servers import OpaServer, PrometheusServer, Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+VOLCANO_CRDS = ROOT / "components" / "crds" / "volcano.yaml"
+
+# Servers whose logs are attached to a failing test's report, by fixture name.
+_LOG_SOURCES: dict[str, Callable[[], str]] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        used = getattr(item, "fixturenames", ())
+        for name, tail in _LOG_SOURCES.items():
+            if name in used:
+                report.sections.append((f"{name} log", tail()))
+    return report
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The local control plane with the default fake fleet (16 GPU nodes, 4 TPU hosts) and
+    Volcano's CRDs installed."""
+    cluster = LocalCluster(data_dir=tmp_path_factory.mktemp("cluster"))
+    cluster.start()
+    _LOG_SOURCES["kube"] = lambda: "\n".join(cluster.log_tail(name) for name in cluster.processes)
+    try:
+        cluster.create_nodes(fake_nodes(default_pools()))
+        cluster.kubectl("apply", "--server-side", "-f", str(VOLCANO_CRDS))
+        cluster.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/queues.scheduling.volcano.sh",
+            "crd/podgroups.scheduling.volcano.sh",
+            "crd/jobs.batch.volcano.sh",
+        )
+        yield cluster
+    finally:
+        _LOG_SOURCES.pop("kube", None)
+        cluster.stop()
+
+
+@pytest.fixture
+def namespace(kube: LocalCluster) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", name)
+    kube._wait(
+        f"default ServiceAccount in {name}",
+        lambda: kube.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        time.monotonic() + 30,
+    )
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def opa_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpaServer]:
+    """`opa run --server` with every policy under policies/ (tests excluded); no data loaded."""
+    server = OpaServer(work_dir=tmp_path_factory.mktemp("opa"))
+    server.start()
+    _LOG_SOURCES["opa_server"] = server.log_tail
+    try:
+        yield server
+    finally:
+        _LOG_SOURCES.pop("opa_server", None)
+        server.stop()
+
+
+@pytest.fixture
+def prometheus_factory(tmp_path: Path) -> Iterator[Callable[[Iterable[Sample]], PrometheusServer]]:
+    """Start a Prometheus whose TSDB holds exactly the given samples (backfilled by promtool)."""
+    started: list[PrometheusServer] = []
+
+    def start(samples: Iterable[Sample]) -> PrometheusServer:
+        server = PrometheusServer(work_dir=tmp_path / f"prometheus-{len(started)}")
+        started.append(server)
+        _LOG_SOURCES["prometheus_factory"] = server.log_tail
+        return server.start(samples)
+
+    yield start
+    _LOG_SOURCES.pop("prometheus_factory", None)
+    for server in started:
+        server.stop()

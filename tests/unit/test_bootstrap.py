@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import bootstrap
+
+
+def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
+    tools = {tool.name: tool for tool in bootstrap.pinned_tools()}
+    assert set(tools) == {"opa", "etcd", "kwok", "kube", "prometheus"}
+    assert tools["kube"].version.startswith("v1.")
+    assert "kube-apiserver" in tools["kube"].binaries and "kubectl" in tools["kube"].binaries
+
+
+def test_cache_key_changes_with_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETPLANE_TOOLS_CACHE", str(tmp_path / "cache"))
+    recipe = tmp_path / "go.mod"
+    recipe.write_text("module x\n")
+    tool = bootstrap.Tool(
+        name="x", version="v1", binaries=("x",), obtain=lambda t, p: None, recipe=(recipe,)
+    )
+    before = tool.cache_dir()
+    recipe.write_text("module x\nrequire y v2\n")
+    assert tool.cache_dir() != before
+    assert before.parent == tmp_path / "cache"
+
+
+def test_a_failing_obtain_names_the_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETPLANE_TOOLS_CACHE", str(tmp_path))
+
+    def fail(tool: bootstrap.Tool, out: Path) -> None:
+        bootstrap._run(tool, ["false"], cwd=tmp_path)
+
+    tool = bootstrap.Tool(name="broken", version="v9", binaries=("broken",), obtain=fail)
+    with pytest.raises(bootstrap.BootstrapError, match="could not obtain broken v9"):
+        bootstrap.obtain(tool, log=lambda message: None)
+    assert not tool.cache_dir().exists()
+
+
+def test_required_version_reads_go_mod(tmp_path: Path) -> None:
+    (tmp_path / "go.mod").write_text("module m\n\nrequire k8s.io/kubernetes v1.36.3\n")
+    assert bootstrap._required_version(tmp_path, "k8s.io/kubernetes") == "v1.36.3"
+    with pytest.raises(bootstrap.BootstrapError, match="does not require"):
+        bootstrap._required_version(tmp_path, "sigs.k8s.io/kwok")

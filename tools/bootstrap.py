@@ -1,0 +1,345 @@
+"""Obtain the pinned upstream tools the project runs against, into tools/bin.
+
+Every tool comes from a package registry this machine reaches: Go tools are built from the Go
+module proxy through the wrapper modules under tools/go/ (their go.mod/go.sum pin versions and
+checksums), Prometheus comes from Debian's archive. Built binaries live in a per-user cache keyed
+by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same machine reuses
+them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
+
+    python -m tools.bootstrap            # obtain everything missing, print a line per tool
+    python -m tools.bootstrap --list     # show what is pinned and whether it is cached
+    python -m tools.bootstrap opa kwok   # only these tools
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GO_DIR = ROOT / "tools" / "go"
+BIN_DIR = ROOT / "tools" / "bin"
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("FLEETPLANE_TOOLS_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fleetplane" / "tools"
+
+
+class BootstrapError(RuntimeError):
+    """A tool could not be obtained; the message names the tool and the cause."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """One upstream tool: how to obtain it and which binaries it provides."""
+
+    name: str
+    version: str
+    binaries: tuple[str, ...]
+    obtain: Callable[[Tool, Path], None]
+    recipe: tuple[Path, ...] = field(default=())
+    extra_key: str = ""
+
+    def cache_dir(self) -> Path:
+        digest = hashlib.sha256(self.extra_key.encode())
+        for path in self.recipe:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        return cache_root() / f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
+
+    def is_cached(self) -> bool:
+        directory = self.cache_dir()
+        return all((directory / binary).is_file() for binary in self.binaries)
+
+
+def _run(tool: Tool, cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+    with tempfile.TemporaryFile(mode="w+") as log:
+        result = subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        if result.returncode != 0:
+            log.seek(0)
+            tail = "".join(log.readlines()[-25:])
+            raise BootstrapError(
+                f"could not obtain {tool.name} {tool.version}: `{' '.join(cmd)}` exited "
+                f"{result.returncode}\n{tail}"
+            )
+
+
+def _go_env() -> dict[str, str]:
+    if shutil.which("go") is None:
+        raise BootstrapError("the Go toolchain is needed to build the pinned tools: `go` not found")
+    env = dict(os.environ)
+    # A newer `go` line in an upstream module must fail loudly, not fetch a toolchain.
+    env["GOTOOLCHAIN"] = "local"
+    return env
+
+
+def _go_version() -> str:
+    try:
+        return subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return "no-go"
+
+
+def _required_version(module_dir: Path, module: str) -> str:
+    text = (module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    if not match:
+        raise BootstrapError(f"{module_dir}/go.mod does not require {module}")
+    return match.group(1)
+
+
+def _go_recipe(module_dir: Path) -> tuple[Path, ...]:
+    return tuple(sorted(p for p in module_dir.iterdir() if p.suffix in {".mod", ".sum", ".go"}))
+
+
+# Version strings stamped into the Kubernetes binaries: without them they report
+# v0.0.0-master+$Format:%H$, which breaks clients that parse the server version.
+def _kube_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+            f"-X {package}.gitCommit=0000000000000000000000000000000000000000",
+            f"-X {package}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
+
+
+def _build_kube(tool: Tool, out: Path) -> None:
+    module_dir = GO_DIR / "kube"
+    binary = out / "kube"
+    _run(
+        tool,
+        [
+            "go",
+            "build",
+            "-trimpath",
+            "-ldflags",
+            _kube_ldflags(tool.version),
+            "-o",
+            str(binary),
+            ".",
+        ],
+        cwd=module_dir,
+        env=_go_env(),
+    )
+    for name in tool.binaries:
+        if name != "kube":
+            (out / name).symlink_to("kube")
+
+
+def _go_tool_builder(module: str, package: str, binary: str) -> Callable[[Tool, Path], None]:
+    def build(tool: Tool, out: Path) -> None:
+        module_dir = GO_DIR / tool.name
+        _run(
+            tool,
+            ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / binary), package],
+            cwd=module_dir,
+            env=_go_env(),
+        )
+
+    return build
+
+
+# kwok ships no built-in stages since v0.8: take kwokctl's node and pod stages from the pinned
+# module. pod-complete is left out on purpose: accelerator Jobs here model long-running training,
+# so their pods stay Running until a test or the controller ends them.
+KWOK_STAGES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+
+
+def _build_kwok(tool: Tool, out: Path) -> None:
+    _go_tool_builder("sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok")(tool, out)
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{tool.version}"],
+        cwd=GO_DIR / "kwok",
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+    )
+    match = re.search(r'"Dir":\s*"([^"]+)"', result.stdout)
+    if result.returncode != 0 or not match:
+        raise BootstrapError(f"could not obtain kwok stages: {result.stderr.strip()}")
+    module_dir = Path(match.group(1))
+    documents = [(module_dir / stage).read_text().strip() for stage in KWOK_STAGES]
+    (out / "kwok-stages.yaml").write_text("\n---\n".join(documents) + "\n")
+
+
+def _debian_prometheus(tool: Tool, out: Path) -> None:
+    """Take prometheus and promtool out of Debian's package without installing it system-wide."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise BootstrapError("could not obtain prometheus: apt-get/dpkg-deb not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        candidate = _apt_candidate("prometheus")
+        if not candidate.startswith(tool.version):
+            _run(tool, ["apt-get", "update", "-qq"], cwd=work)
+            candidate = _apt_candidate("prometheus")
+        if not candidate.startswith(tool.version):
+            raise BootstrapError(
+                f"could not obtain prometheus {tool.version}: Debian offers {candidate or 'nothing'}"
+            )
+        _run(tool, ["apt-get", "download", "-qq", f"prometheus={candidate}"], cwd=work)
+        (deb,) = work.glob("prometheus_*.deb")
+        _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
+        for name in tool.binaries:
+            shutil.copy2(work / "root" / "usr" / "bin" / name, out / name)
+
+
+def _apt_candidate(package: str) -> str:
+    result = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True)
+    match = re.search(r"Candidate:\s*(\S+)", result.stdout)
+    return match.group(1) if match and match.group(1) != "(none)" else ""
+
+
+def pinned_tools() -> list[Tool]:
+    go_key = _go_version()
+    kube_dir = GO_DIR / "kube"
+    return [
+        Tool(
+            name="opa",
+            version=_required_version(GO_DIR / "opa", "github.com/open-policy-agent/opa"),
+            binaries=("opa",),
+            obtain=_go_tool_builder(
+                "github.com/open-policy-agent/opa", "github.com/open-policy-agent/opa", "opa"
+            ),
+            recipe=_go_recipe(GO_DIR / "opa"),
+            extra_key=go_key,
+        ),
+        Tool(
+            name="etcd",
+            version=_required_version(GO_DIR / "etcd", "go.etcd.io/etcd/server/v3"),
+            binaries=("etcd",),
+            obtain=_go_tool_builder(
+                "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3", "etcd"
+            ),
+            recipe=_go_recipe(GO_DIR / "etcd"),
+            extra_key=go_key,
+        ),
+        Tool(
+            name="kwok",
+            version=_required_version(GO_DIR / "kwok", "sigs.k8s.io/kwok"),
+            binaries=("kwok", "kwok-stages.yaml"),
+            obtain=_build_kwok,
+            recipe=_go_recipe(GO_DIR / "kwok"),
+            extra_key=go_key,
+        ),
+        Tool(
+            name="kube",
+            version=_required_version(kube_dir, "k8s.io/kubernetes"),
+            binaries=(
+                "kube",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubectl",
+            ),
+            obtain=_build_kube,
+            recipe=_go_recipe(kube_dir),
+            extra_key=go_key,
+        ),
+        Tool(
+            name="prometheus",
+            version="2.42.0",
+            binaries=("prometheus", "promtool"),
+            obtain=_debian_prometheus,
+        ),
+    ]
+
+
+def obtain(tool: Tool, *, log: Callable[[str], None]) -> Path:
+    """Make the tool's binaries available in its cache dir and link them into tools/bin."""
+    directory = tool.cache_dir()
+    if tool.is_cached():
+        log(f"{tool.name} {tool.version}: cached ({directory})")
+    else:
+        log(f"{tool.name} {tool.version}: obtaining (a cold build can take several minutes)...")
+        started = time.monotonic()
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{tool.name}-", dir=directory.parent))
+        try:
+            tool.obtain(tool, staging)
+            missing = [b for b in tool.binaries if not (staging / b).exists()]
+            if missing:
+                raise BootstrapError(
+                    f"could not obtain {tool.name}: no {', '.join(missing)} produced"
+                )
+            if directory.exists():
+                shutil.rmtree(directory)
+            staging.rename(directory)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        log(f"{tool.name} {tool.version}: ready in {time.monotonic() - started:.0f}s")
+    BIN_DIR.mkdir(parents=True, exist_ok=True)
+    for binary in tool.binaries:
+        link = BIN_DIR / binary
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(directory / binary)
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.bootstrap",
+        description="Obtain the pinned upstream tools (OPA, etcd, Kubernetes, KWOK, Prometheus) "
+        "into tools/bin, reusing the per-user cache.",
+    )
+    parser.add_argument("tools", nargs="*", help="only these tools (default: all)")
+    parser.add_argument("--list", action="store_true", help="show pins and cache state, do nothing")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(f"[bootstrap] {message}", flush=True)
+
+    try:
+        tools = pinned_tools()
+    except BootstrapError as error:
+        log(str(error))
+        return 1
+    known = {tool.name for tool in tools}
+    unknown = sorted(set(args.tools) - known)
+    if unknown:
+        parser.error(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    selected = [tool for tool in tools if not args.tools or tool.name in args.tools]
+    if args.list:
+        for tool in selected:
+            state = "cached" if tool.is_cached() else "missing"
+            print(f"{tool.name:12} {tool.version:10} {state:8} {tool.cache_dir()}")
+        return 0
+    started = time.monotonic()
+    for tool in selected:
+        try:
+            obtain(tool, log=log)
+        except BootstrapError as error:
+            log(f"FAILED: {error}")
+            return 1
+    log(f"all tools ready in {time.monotonic() - started:.0f}s: {BIN_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
