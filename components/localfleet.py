@@ -70,12 +70,6 @@ def fake_nodes(pools: list[FakePool]) -> list[dict[str, Any]]:
                     "status": {
                         "capacity": dict(capacity),
                         "allocatable": dict(capacity),
-                        "nodeInfo": {
-                            "architecture": "amd64",
-                            "operatingSystem": "linux",
-                            "kubeletVersion": "fake",
-                            "kubeProxyVersion": "fake",
-                        },
                     },
                 }
             )

@@ -15,6 +15,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -39,7 +40,11 @@ func main() {
 		os.Exit(2)
 	}
 	if name == "kubectl" {
-		os.Exit(cli.RunNoErrOutput(newCommand()))
+		// As upstream kubectl's main: errors are printed in kubectl's own format.
+		if err := cli.RunNoErrOutput(newCommand()); err != nil {
+			kubectlutil.CheckErr(err)
+		}
+		return
 	}
 	os.Exit(cli.Run(newCommand()))
 }
