@@ -1,0 +1,5 @@
+import sys
+
+from controller.health.cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""`python -m controller.health check ...`: the command the driver-upgrade validator pod runs.
+
+Prints the verdict as JSON on stdout and exits 0 (healthy), 1 (unhealthy) or 2 (NVML
+unavailable, or the check could not run). Command-line mistakes also exit 2, with argparse's
+message on stderr and no verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Sequence
+
+from controller.health.judge import Expectations
+from controller.health.observe import Nvml
+from controller.health.verdict import check_node, failed_verdict
+from controller.health.xids import CRITICAL_XIDS
+
+# The defaults are written once, on Expectations.
+_DEFAULTS = Expectations(driver_version="", gpu_count=0)
+
+_EPILOG = f"""\
+exit status: 0 healthy, 1 unhealthy, 2 NVML unavailable or the check could not run.
+critical Xids: {", ".join(str(xid) for xid in sorted(CRITICAL_XIDS))}.
+Set NODE_NAME from the downward API (spec.nodeName) in the validator pod."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m controller.health",
+        description="NVML health check of this node's GPUs, run before the node takes work "
+        "again after a GPU driver upgrade.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser(
+        "check",
+        help="check the GPUs and print a JSON verdict",
+        description="Check driver version, GPU count, ECC, retired pages / row remapping,\n"
+        "temperature and Xid events through NVML; print a JSON verdict.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "--expect-driver",
+        required=True,
+        metavar="VERSION",
+        help="NVIDIA driver version the node must run, as NVML reports it (e.g. 570.124.06)",
+    )
+    check.add_argument(
+        "--expect-gpus",
+        required=True,
+        type=_positive_int,
+        metavar="N",
+        help="number of GPUs NVML must enumerate, each with a handle that opens",
+    )
+    check.add_argument(
+        "--max-temperature-c",
+        type=_positive_int,
+        default=_DEFAULTS.max_temperature_c,
+        metavar="C",
+        help="highest acceptable GPU core temperature in Celsius (default %(default)s)",
+    )
+    check.add_argument(
+        "--xid-wait-seconds",
+        type=_wait_seconds,
+        default=_DEFAULTS.xid_wait_seconds,
+        metavar="S",
+        help="how long to listen for critical Xid events, 0 to 60 (default %(default)s)",
+    )
+    check.add_argument(
+        "--node",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="node name reported in the verdict (default $NODE_NAME, else the host name)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, nvml: Nvml | None = None) -> int:
+    """Run the command line; returns the exit status. `nvml` replaces the pynvml binding."""
+    args = build_parser().parse_args(argv)
+    expect = Expectations(
+        driver_version=args.expect_driver,
+        gpu_count=args.expect_gpus,
+        max_temperature_c=args.max_temperature_c,
+        xid_wait_seconds=args.xid_wait_seconds,
+    )
+    try:
+        verdict = check_node(expect, node=args.node, nvml=nvml)
+    except Exception as err:
+        # A broken check must never read as a verdict on the GPUs: report it as "could not check".
+        traceback.print_exc(file=sys.stderr)
+        verdict = failed_verdict(
+            expect,
+            node=args.node,
+            check="internal",
+            detail=f"the health check failed: {type(err).__name__}: {err}",
+        )
+    json.dump(verdict.document, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    return verdict.exit_code
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def _wait_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 60: {value}")
+    return value
