@@ -8,6 +8,7 @@ local control plane creates and KWOK keeps Ready. Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -76,60 +77,11 @@ def fake_nodes(pools: list[FakePool]) -> list[dict[str, Any]]:
     return nodes
 
 
-def default_pools() -> list[FakePool]:
-    """The fleet used when no stack configuration is given: 16 GPU nodes and 4 TPU hosts."""
-    gpu_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    spot_taint = {"key": "fleetplane.dev/capacity-type", "value": "spot", "effect": "NoSchedule"}
+def default_pools(stack_file: Path | None = None) -> list[FakePool]:
+    """The fake pools of the local stack (`stacks/Pulumi.local.yaml`): the one place where the
+    local fleet's pools, counts, labels and taints are written."""
+    from components.config import load_stack_config
+    from components.nodes import local_fake_pools
 
-    def gpu_labels(
-        pool: str, product: str, memory_mib: int, capacity: str, instance: str
-    ) -> dict[str, str]:
-        return {
-            "fleetplane.dev/pool": pool,
-            "fleetplane.dev/capacity-type": capacity,
-            "node.kubernetes.io/instance-type": instance,
-            "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.product": product,
-            "nvidia.com/gpu.count": "8",
-            "nvidia.com/gpu.memory": str(memory_mib),
-            "nvidia.com/gpu.deploy.driver": "true",
-            "nvidia.com/cuda.driver.major": "570",
-            "nvidia.com/cuda.driver.minor": "124",
-            "nvidia.com/cuda.driver.rev": "06",
-        }
-
-    return [
-        FakePool(
-            name="h100-ondemand",
-            count=8,
-            resource="nvidia.com/gpu",
-            per_node=8,
-            labels=gpu_labels(
-                "h100-ondemand", "NVIDIA-H100-80GB-HBM3", 81559, "on-demand", "p5.48xlarge"
-            ),
-            taints=[gpu_taint],
-        ),
-        FakePool(
-            name="a100-spot",
-            count=8,
-            resource="nvidia.com/gpu",
-            per_node=8,
-            labels=gpu_labels("a100-spot", "NVIDIA-A100-SXM4-40GB", 40960, "spot", "p4d.24xlarge"),
-            taints=[gpu_taint, spot_taint],
-        ),
-        FakePool(
-            name="tpu-v5e",
-            count=4,
-            resource="google.com/tpu",
-            per_node=4,
-            labels={
-                "fleetplane.dev/pool": "tpu-v5e",
-                "fleetplane.dev/capacity-type": "on-demand",
-                "node.kubernetes.io/instance-type": "ct5lp-hightpu-4t",
-                "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                "cloud.google.com/gke-tpu-topology": "2x4",
-                "cloud.google.com/gke-nodepool": "tpu-v5e",
-            },
-            taints=[{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}],
-        ),
-    ]
+    path = stack_file or Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.local.yaml"
+    return local_fake_pools(load_stack_config(path))

@@ -1,0 +1,142 @@
+"""The NVIDIA GPU Operator, as a pinned Helm release."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import labels
+from components.config import ClusterConfig, FleetConfig
+from components.nodes import device_plugin_config_name, uses_native_gke_gpu_features
+
+DEVICE_PLUGIN_CONFIG = "fleetplane-device-plugin"
+"""ConfigMap the chart creates with one device-plugin configuration per sharing pool."""
+DEFAULT_DEVICE_PLUGIN_CONFIG = "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuOperatorArgs:
+    """fleet: the validated fleet; cluster: where to install; provider: its kubernetes provider."""
+
+    fleet: FleetConfig
+    cluster: ClusterConfig
+    provider: pulumi.ProviderResource | None = None
+
+
+def _device_plugin_config(fleet: FleetConfig, sharing: Any | None) -> str:
+    config: dict[str, Any] = {
+        "version": "v1",
+        "flags": {"migStrategy": fleet.gpu_operator.mig_strategy},
+    }
+    if sharing is not None:
+        key = "mps" if sharing.strategy == "mps" else "timeSlicing"
+        config["sharing"] = {
+            key: {
+                "resources": [
+                    {"name": labels.GPU_RESOURCE, "replicas": sharing.max_shared_clients_per_gpu}
+                ]
+            }
+        }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str, Any]:
+    """Helm values: pinned driver without automatic upgrades (the controller rolls drivers
+    node by node), DCGM exporter with a ServiceMonitor, MIG strategy and manager, and one
+    device-plugin configuration (time-slicing or MPS) per sharing pool, selected by the
+    `nvidia.com/device-plugin.config` label the pool puts on its nodes."""
+    settings = fleet.gpu_operator
+    operator_pools = [
+        p
+        for p in cluster.pools
+        if not p.accelerator.is_tpu and not uses_native_gke_gpu_features(fleet, p)
+    ]
+    plugin_configs = {DEFAULT_DEVICE_PLUGIN_CONFIG: _device_plugin_config(fleet, None)}
+    for pool in operator_pools:
+        if pool.gpu_sharing is not None:
+            plugin_configs[device_plugin_config_name(pool)] = _device_plugin_config(
+                fleet, pool.gpu_sharing
+            )
+    # Operator daemonsets must also run on spot nodes.
+    tolerations = [
+        {"key": labels.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": labels.CAPACITY_TYPE, "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    return {
+        "operator": {"defaultRuntime": "containerd"},
+        "daemonsets": {"tolerations": tolerations},
+        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
+        "driver": {
+            "enabled": any(fleet.driver_manager(p) == "gpu-operator" for p in operator_pools),
+            "version": settings.driver_version,
+            "upgradePolicy": {"autoUpgrade": False},
+        },
+        "toolkit": {"enabled": True},
+        "mig": {"strategy": settings.mig_strategy},
+        "migManager": {"enabled": any(p.mig_profile for p in operator_pools)},
+        "devicePlugin": {
+            "config": {
+                "create": True,
+                "name": DEVICE_PLUGIN_CONFIG,
+                "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
+                "data": plugin_configs,
+            }
+        },
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {
+                "enabled": True,
+                "interval": f"{settings.dcgm_scrape_interval_seconds}s",
+                "honorLabels": False,
+            },
+        },
+        "nfd": {"enabled": True},
+        "gfd": {"enabled": True},
+    }
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The GPU Operator release of one cluster; skipped (with a log line) when the cluster
+    installs no Helm charts."""
+
+    release: k8s.helm.v3.Release | None
+
+    def __init__(
+        self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("fleetplane:addons:GpuOperator", name, None, opts)
+        fleet, cluster = args.fleet, args.cluster
+        settings = fleet.gpu_operator
+        self.release = None
+        if not cluster.helm_charts:
+            pulumi.log.info(
+                f"GPU Operator not installed in cluster {cluster.name!r}: helm_charts is off "
+                "(offline); nodes carry the operator's labels already (fake nodes)",
+                resource=self,
+            )
+        else:
+            self.release = k8s.helm.v3.Release(
+                name,
+                k8s.helm.v3.ReleaseArgs(
+                    name="gpu-operator",
+                    chart="gpu-operator",
+                    version=settings.chart_version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=settings.repository),
+                    namespace=settings.namespace,
+                    create_namespace=True,
+                    values=gpu_operator_values(fleet, cluster),
+                    timeout=900,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            )
+        self.register_outputs(
+            {
+                "installed": self.release is not None,
+                "chart_version": settings.chart_version,
+                "driver_version": settings.driver_version,
+            }
+        )

@@ -1,0 +1,85 @@
+"""Declare a plain Kubernetes manifest as the matching typed pulumi_kubernetes resource."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+_TYPED_KINDS = {
+    ("v1", "Namespace"): lambda: k8s.core.v1.Namespace,
+    ("v1", "ServiceAccount"): lambda: k8s.core.v1.ServiceAccount,
+    ("v1", "ConfigMap"): lambda: k8s.core.v1.ConfigMap,
+    ("v1", "Secret"): lambda: k8s.core.v1.Secret,
+    ("v1", "Service"): lambda: k8s.core.v1.Service,
+    ("v1", "ResourceQuota"): lambda: k8s.core.v1.ResourceQuota,
+    ("v1", "LimitRange"): lambda: k8s.core.v1.LimitRange,
+    ("apps/v1", "Deployment"): lambda: k8s.apps.v1.Deployment,
+    ("batch/v1", "CronJob"): lambda: k8s.batch.v1.CronJob,
+    ("policy/v1", "PodDisruptionBudget"): lambda: k8s.policy.v1.PodDisruptionBudget,
+    ("scheduling.k8s.io/v1", "PriorityClass"): lambda: k8s.scheduling.v1.PriorityClass,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): lambda: k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): lambda: k8s.rbac.v1.ClusterRoleBinding,
+    ("rbac.authorization.k8s.io/v1", "Role"): lambda: k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): lambda: k8s.rbac.v1.RoleBinding,
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+    ): lambda: k8s.admissionregistration.v1.ValidatingWebhookConfiguration,
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def resource_name(prefix: str, manifest: dict[str, Any]) -> str:
+    """A stack-unique Pulumi name: prefix, namespace (if any) and object name."""
+    meta = manifest["metadata"]
+    parts = [prefix, meta.get("namespace"), meta["name"]]
+    return "-".join(p for p in parts if p)
+
+
+def declare(
+    prefix: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions
+) -> pulumi.CustomResource:
+    """The typed resource for a built-in kind, or a CustomResource for anything else."""
+    api_version, kind = manifest["apiVersion"], manifest["kind"]
+    name = resource_name(prefix, manifest)
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    factory = _TYPED_KINDS.get((api_version, kind))
+    if factory is None:
+        return k8s.apiextensions.CustomResource(
+            name, api_version=api_version, kind=kind, opts=opts, **fields
+        )
+    cls = factory()
+    kwargs = {_snake(k): v for k, v in fields.items()}
+    resource: pulumi.CustomResource = cls(name, opts=opts, **kwargs)
+    return resource
+
+
+def declare_all(
+    prefix: str,
+    manifests: list[dict[str, Any]],
+    opts: pulumi.ResourceOptions,
+    *,
+    namespaces: dict[str, pulumi.Resource] | None = None,
+) -> list[pulumi.CustomResource]:
+    """Declare manifests in order; an object in a namespace declared here (or passed in
+    `namespaces`) waits for that namespace."""
+    known = dict(namespaces or {})
+    declared = []
+    for manifest in manifests:
+        namespace = manifest["metadata"].get("namespace")
+        options = opts
+        if namespace in known:
+            options = pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[known[namespace]])
+            )
+        resource = declare(prefix, manifest, options)
+        if manifest["kind"] == "Namespace":
+            known[manifest["metadata"]["name"]] = resource
+        declared.append(resource)
+    return declared

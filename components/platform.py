@@ -1,0 +1,165 @@
+"""The whole fleet from one configuration: what `stacks/__main__.py` declares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.config import ClusterConfig, FleetConfig
+from components.controller_job import ControllerJob, ControllerJobArgs
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.kube import declare
+from components.manifests import POLICIES_DIR, REPO_ROOT, system_namespace
+from components.nodepools import GpuNodePool, NodePoolArgs, TpuNodePool, node_pool_for
+from components.policy_gate import PolicyGate, PolicyGateArgs
+from components.tenancy import TeamTenancy, TeamTenancyArgs, WorkloadClasses, WorkloadClassesArgs
+from components.volcano import Volcano, VolcanoArgs
+
+LOCAL_KUBECONFIG = ".fleet/local/kubeconfig"
+"""Kubeconfig of a local cluster when neither the cluster nor the stack names one."""
+
+
+def cluster_kubeconfig(
+    cluster: ClusterConfig, stack_kubeconfig: str | None, repo_root: Path = REPO_ROOT
+) -> str | None:
+    """Absolute kubeconfig path of a cluster: its own setting, else the stack's
+    `fleetplane:kubeconfig`, else `.fleet/local/kubeconfig` for local clusters; None leaves
+    the provider to the ambient KUBECONFIG. Relative paths are relative to the repository."""
+    chosen = cluster.kubeconfig or stack_kubeconfig
+    if chosen is None and cluster.provider == "local":
+        chosen = LOCAL_KUBECONFIG
+    if chosen is None:
+        return None
+    path = Path(chosen).expanduser()
+    return str(path if path.is_absolute() else repo_root / path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlatformArgs:
+    """fleet: the validated fleet; kubeconfig: the stack's `fleetplane:kubeconfig` (None:
+    see `cluster_kubeconfig`); repo_root: base of relative paths; policies_dir: Rego sources
+    for the admission gate."""
+
+    fleet: FleetConfig
+    kubeconfig: str | None = None
+    repo_root: Path = REPO_ROOT
+    policies_dir: Path = POLICIES_DIR
+
+
+@dataclass
+class ClusterParts:
+    """What the platform declared in one cluster."""
+
+    kubernetes: k8s.Provider
+    pools: dict[str, GpuNodePool | TpuNodePool] = field(default_factory=dict)
+    teams: dict[str, TeamTenancy] = field(default_factory=dict)
+    gpu_operator: GpuOperator | None = None
+    volcano: Volcano | None = None
+    policy_gate: PolicyGate | None = None
+    controller: ControllerJob | None = None
+
+
+class Platform(pulumi.ComponentResource):
+    """Per cluster: node pools, workload classes, GPU Operator, Volcano with team queues,
+    team tenancy, the OPA admission gate and the controller CronJob."""
+
+    clusters: dict[str, ClusterParts]
+
+    def __init__(
+        self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("fleetplane:index:Platform", name, None, opts)
+        self.clusters = {c.name: self._cluster(c, args) for c in args.fleet.clusters}
+        self.register_outputs(
+            {
+                "clusters": {
+                    name: {
+                        "pools": sorted(parts.pools),
+                        "teams": sorted(parts.teams),
+                        "gpu_operator": parts.gpu_operator is not None
+                        and parts.gpu_operator.release is not None,
+                        "admission_gate": parts.policy_gate is not None,
+                    }
+                    for name, parts in self.clusters.items()
+                }
+            }
+        )
+
+    def _cluster(self, cluster: ClusterConfig, args: PlatformArgs) -> ClusterParts:
+        fleet = args.fleet
+        here = pulumi.ResourceOptions(parent=self)
+        prefix = cluster.name
+        kubeconfig = cluster_kubeconfig(cluster, args.kubeconfig, args.repo_root)
+        kubernetes = k8s.Provider(
+            f"{prefix}-kubernetes",
+            k8s.ProviderArgs(kubeconfig=kubeconfig) if kubeconfig else k8s.ProviderArgs(),
+            opts=here,
+        )
+        parts = ClusterParts(kubernetes=kubernetes)
+
+        cloud: pulumi.ProviderResource | None = None
+        if cluster.provider == "aws" and cluster.pools:
+            cloud = aws.Provider(
+                f"{prefix}-aws", aws.ProviderArgs(region=cluster.region), opts=here
+            )
+        elif cluster.provider == "gcp" and cluster.pools:
+            cloud = gcp.Provider(
+                f"{prefix}-gcp", gcp.ProviderArgs(project=cluster.project), opts=here
+            )
+        for pool in cluster.pools:
+            parts.pools[pool.name] = node_pool_for(
+                f"{prefix}-{pool.name}",
+                NodePoolArgs(fleet=fleet, cluster=cluster, pool=pool, provider=cloud),
+                here,
+            )
+
+        namespace = declare(
+            prefix,
+            system_namespace(fleet),
+            pulumi.ResourceOptions(parent=self, provider=kubernetes),
+        )
+        WorkloadClasses(
+            f"{prefix}-workload-classes",
+            WorkloadClassesArgs(fleet=fleet, provider=kubernetes),
+            here,
+        )
+        if any(not p.accelerator.is_tpu for p in cluster.pools):
+            parts.gpu_operator = GpuOperator(
+                f"{prefix}-gpu-operator",
+                GpuOperatorArgs(fleet=fleet, cluster=cluster, provider=kubernetes),
+                here,
+            )
+        parts.volcano = Volcano(
+            f"{prefix}-volcano",
+            VolcanoArgs(fleet=fleet, cluster=cluster, provider=kubernetes),
+            here,
+        )
+        for team in fleet.teams:
+            parts.teams[team.name] = TeamTenancy(
+                f"{prefix}-{team.name}",
+                TeamTenancyArgs(fleet=fleet, team=team, provider=kubernetes),
+                here,
+            )
+        if fleet.opa.deploy:
+            parts.policy_gate = PolicyGate(
+                f"{prefix}-opa",
+                PolicyGateArgs(
+                    fleet=fleet,
+                    policies_dir=args.policies_dir,
+                    provider=kubernetes,
+                    namespace=namespace,
+                ),
+                here,
+            )
+        if fleet.controller.deploy:
+            parts.controller = ControllerJob(
+                f"{prefix}-controller",
+                ControllerJobArgs(fleet=fleet, provider=kubernetes, namespace=namespace),
+                here,
+            )
+        return parts

@@ -1,0 +1,101 @@
+"""Volcano: the batch scheduler (Helm release) and one queue per team."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.config import ClusterConfig, FleetConfig
+from components.kube import declare
+from components.manifests import volcano_queues
+
+SCHEDULER_TIERS: list[dict[str, Any]] = [
+    {
+        "plugins": [
+            {"name": "priority"},
+            {"name": "gang", "enablePreemptable": False},
+            {"name": "conformance"},
+        ]
+    },
+    {
+        "plugins": [
+            {"name": "drf", "enablePreemptable": False},
+            {"name": "predicates"},
+            {"name": "proportion"},
+            {"name": "nodeorder"},
+            {"name": "binpack"},
+        ]
+    },
+]
+"""Gang scheduling and priority first; then fair share (drf), per-queue proportion with
+guarantees and capabilities, and packing accelerators onto as few nodes as possible."""
+
+
+def scheduler_config(fleet: FleetConfig) -> str:
+    """The `volcano-scheduler.conf` document."""
+    return yaml.safe_dump(
+        {"actions": ", ".join(fleet.volcano.actions), "tiers": SCHEDULER_TIERS}, sort_keys=False
+    )
+
+
+def volcano_values(fleet: FleetConfig) -> dict[str, Any]:
+    return {"custom": {"scheduler_config_override": scheduler_config(fleet)}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolcanoArgs:
+    """fleet: the validated fleet; cluster: where to install; provider: its kubernetes provider."""
+
+    fleet: FleetConfig
+    cluster: ClusterConfig
+    provider: pulumi.ProviderResource | None = None
+
+
+class Volcano(pulumi.ComponentResource):
+    """The Volcano release (skipped when the cluster installs no Helm charts) and the team
+    queues, declared in every case: offline clusters install Volcano's CRDs themselves."""
+
+    release: k8s.helm.v3.Release | None
+    queues: dict[str, pulumi.CustomResource]
+
+    def __init__(
+        self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("fleetplane:addons:Volcano", name, None, opts)
+        fleet, cluster = args.fleet, args.cluster
+        settings = fleet.volcano
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.release = None
+        if not cluster.helm_charts:
+            pulumi.log.info(
+                f"Volcano not installed in cluster {cluster.name!r}: helm_charts is off "
+                "(offline); its CRDs must already be installed",
+                resource=self,
+            )
+        else:
+            self.release = k8s.helm.v3.Release(
+                name,
+                k8s.helm.v3.ReleaseArgs(
+                    name="volcano",
+                    chart="volcano",
+                    version=settings.chart_version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=settings.repository),
+                    namespace=settings.namespace,
+                    create_namespace=True,
+                    values=volcano_values(fleet),
+                ),
+                opts=child,
+            )
+        queue_opts = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[self.release] if self.release else [])
+        )
+        self.queues = {
+            q["metadata"]["name"]: declare(name, q, queue_opts) for q in volcano_queues(fleet)
+        }
+        self.register_outputs(
+            {"installed": self.release is not None, "queues": sorted(self.queues)}
+        )

@@ -1,0 +1,149 @@
+"""GpuOperator and Volcano: pinned releases, their values, and the team queues."""
+
+from __future__ import annotations
+
+import yaml
+from component_testkit import Declare
+
+from components.config import FleetConfig
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.volcano import Volcano, VolcanoArgs
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+
+
+def test_gpu_operator_release_is_pinned_and_never_upgrades_drivers_itself(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["prod"]
+    declared = declare(
+        lambda: GpuOperator(
+            "prod-gpu-operator", GpuOperatorArgs(fleet=fleet, cluster=fleet.clusters[0])
+        )
+    )
+    release = declared.one(RELEASE).inputs
+    assert release["chart"] == "gpu-operator"
+    assert release["version"] == fleet.gpu_operator.chart_version == "v25.3.0"
+    assert release["repositoryOpts"] == {"repo": "https://helm.ngc.nvidia.com/nvidia"}
+    assert release["namespace"] == "gpu-operator" and release["createNamespace"] is True
+    values = release["values"]
+    assert values["driver"] == {
+        "enabled": True,
+        "version": "570.124.06",
+        "upgradePolicy": {"autoUpgrade": False},
+    }
+    assert values["dcgmExporter"]["enabled"] is True
+    assert values["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert values["dcgmExporter"]["serviceMonitor"]["interval"] == "15s"
+    assert values["mig"] == {"strategy": "single"}
+    # operator daemonsets tolerate the spot taint too
+    keys = {t["key"] for t in values["daemonsets"]["tolerations"]}
+    assert keys == {"nvidia.com/gpu", "fleetplane.dev/capacity-type"}
+    assert any("GpuOperator$kubernetes:helm.sh/v3:Release" in u for u in declared.urns)
+
+
+def test_gpu_operator_time_slicing_config_per_sharing_pool(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["dev"]
+    declared = declare(
+        lambda: GpuOperator(
+            "dev-gpu-operator", GpuOperatorArgs(fleet=fleet, cluster=fleet.clusters[0])
+        )
+    )
+    plugin = declared.one(RELEASE).inputs["values"]["devicePlugin"]["config"]
+    assert plugin["create"] is True and plugin["default"] == "default"
+    assert set(plugin["data"]) == {"default", "l4-shared"}
+    shared = yaml.safe_load(plugin["data"]["l4-shared"])
+    assert shared["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 4}
+    ]
+    # EKS NVIDIA AMI ships the driver everywhere in dev: the operator installs none.
+    assert declared.one(RELEASE).inputs["values"]["driver"]["enabled"] is False
+
+
+def test_gpu_operator_is_skipped_offline_with_a_message(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["local"]
+    declared = declare(
+        lambda: GpuOperator(
+            "local-gpu-operator", GpuOperatorArgs(fleet=fleet, cluster=fleet.clusters[0])
+        )
+    )
+    assert not declared.of_type(RELEASE)
+    assert any(
+        "GPU Operator not installed" in m and "helm_charts is off" in m for m in declared.logs
+    )
+
+
+def test_volcano_release_configures_the_scheduler(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["prod"]
+    declared = declare(
+        lambda: Volcano("prod-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
+    )
+    release = declared.one(RELEASE).inputs
+    assert release["chart"] == "volcano" and release["version"] == "1.14.0"
+    conf = yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])
+    assert [a.strip() for a in conf["actions"].split(",")] == [
+        "enqueue",
+        "allocate",
+        "preempt",
+        "reclaim",
+        "backfill",
+    ]
+    plugins = {p["name"] for tier in conf["tiers"] for p in tier["plugins"]}
+    assert {"gang", "priority", "proportion", "drf"} <= plugins
+
+
+def test_one_queue_per_team_with_capability_guarantee_and_weight(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["prod"]
+    declared = declare(
+        lambda: Volcano("prod-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
+    )
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in declared.of_type(QUEUE)}
+    assert queues == {
+        "research": {
+            "weight": 3,
+            "reclaimable": True,
+            "capability": {"nvidia.com/gpu": "160", "google.com/tpu": "48"},
+            "guarantee": {"resource": {"nvidia.com/gpu": "32", "google.com/tpu": "16"}},
+        },
+        "serving": {
+            "weight": 5,
+            "reclaimable": False,
+            "capability": {"nvidia.com/gpu": "64", "google.com/tpu": "16"},
+            "guarantee": {"resource": {"nvidia.com/gpu": "48"}},
+        },
+        "analytics": {
+            "weight": 1,
+            "reclaimable": True,
+            "capability": {"nvidia.com/gpu": "32", "google.com/tpu": "0"},
+        },
+    }
+    assert all(
+        "Volcano$kubernetes:scheduling.volcano.sh/v1beta1:Queue" in u
+        for u in declared.urns
+        if "Queue" in u
+    )
+
+
+def test_queues_are_declared_even_without_the_chart(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["local"]
+    declared = declare(
+        lambda: Volcano("local-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
+    )
+    assert not declared.of_type(RELEASE)
+    assert sorted(q.inputs["metadata"]["name"] for q in declared.of_type(QUEUE)) == [
+        "analytics",
+        "research",
+        "serving",
+    ]
+    assert any("Volcano not installed" in m for m in declared.logs)
