@@ -2,7 +2,8 @@
 
 A `FakePool` describes a pool of identical nodes as the cloud and the GPU Operator would
 present them (capacity, labels, taints); `fake_nodes` turns pools into Node manifests that the
-local control plane creates and KWOK keeps Ready. Pure: no I/O.
+local control plane creates and KWOK keeps Ready. Building nodes is pure; `default_pools` reads
+the local stack file, the one place where the local pools are declared.
 """
 
 from __future__ import annotations
