@@ -443,7 +443,21 @@ class UpgradeConfig(_Model):
     max_parallel: int = Field(default=1, ge=1)
     """Nodes upgraded at once across a pool, before `max_unavailable`. Default 1."""
     drain_timeout_seconds: int = Field(default=1800, gt=0)
-    """Give up draining a node after this long. Default 1800."""
+    """How long GPU jobs on a cordoned node may run before they are evicted. Default 1800."""
+    checkpoint_max_age_seconds: int = Field(default=900, ge=0)
+    """A pod whose last checkpoint is at most this old is evicted without waiting. Default 900."""
+    validation_timeout_seconds: int = Field(default=1800, gt=0)
+    """From the driver restart, how long the new driver, its labels, the validator and the
+    node's allocatable GPUs may take before the node is marked failed. Default 1800."""
+    driver_selector: str = "app=nvidia-driver-daemonset"
+    """Label selector of the GPU Operator's driver pods, in `gpu_operator.namespace`.
+    Default app=nvidia-driver-daemonset."""
+    validator_runtime_class: str | None = None
+    """RuntimeClass of the validator pod (e.g. `nvidia`). Default None: the node's default."""
+    max_temperature_c: int | None = Field(default=None, ge=1)
+    """Validation fails above this GPU temperature. Default None: the health check's 85 C."""
+    xid_wait_seconds: float | None = Field(default=None, ge=0, le=60)
+    """How long validation watches for critical Xid events. Default None: the check's 2 s."""
 
 
 class GpuOperatorConfig(_Model):
@@ -505,6 +519,32 @@ class OpaConfig(_Model):
     """Webhook timeout. Default 5."""
     cert_validity_days: int = Field(default=825, ge=1)
     """Validity of the generated serving certificate. Default 825."""
+    external_url: str | None = Field(default=None, pattern=r"^https://[^/:]+:[0-9]+/?$")
+    """With `deploy: false`, the HTTPS base URL (`https://HOST:PORT`) of an OPA that serves
+    outside the cluster but where the API server reaches it. The gate then declares its
+    policies, data, serving certificate (for HOST) and the webhook calling this URL, but no
+    Deployment or Service; whatever runs that OPA loads it from those objects (the local
+    stack: `python -m tools.localstack`, on loopback). None with `deploy: false`: no admission
+    gate at all. Default None."""
+
+    @property
+    def external_host(self) -> str | None:
+        """HOST of `external_url`."""
+        if self.external_url is None:
+            return None
+        return self.external_url.removeprefix("https://").split(":", 1)[0]
+
+    @property
+    def external_port(self) -> int | None:
+        """PORT of `external_url`."""
+        if self.external_url is None:
+            return None
+        return int(self.external_url.rstrip("/").rsplit(":", 1)[1])
+
+    @property
+    def gate(self) -> bool:
+        """Whether the admission gate (webhook, policies, data) is declared at all."""
+        return self.deploy or self.external_url is not None
 
 
 class ControllerConfig(_Model):
@@ -1006,6 +1046,8 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
         )
     if not config.opa.deploy and config.controller.opa_url is None:
         add("controller.opa_url", "required when opa.deploy is false (OPA runs elsewhere)")
+    if config.opa.deploy and config.opa.external_url is not None:
+        add("opa.external_url", "only with deploy: false (OPA runs outside the cluster)")
     for i, window in enumerate(config.upgrade.maintenance_windows):
         if window.end <= window.start:
             add(f"upgrade.maintenance_windows[{i}].end", "must be after start")

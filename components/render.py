@@ -60,6 +60,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "budget": config.budget.model_dump(),
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
         "upgrade": config.upgrade.model_dump(),
+        "gpu_operator": {"namespace": config.gpu_operator.namespace},
         "controller": render_controller(config),
     }
 
@@ -129,6 +130,7 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "dry_run": settings.dry_run,
         "lease_name": settings.lease_name,
         "namespace": config.system_namespace,
+        "image": settings.image,
     }
 
 

@@ -20,6 +20,7 @@ TOP_LEVEL = {
     "budget",
     "pools",
     "upgrade",
+    "gpu_operator",
     "controller",
 }
 TEAM_KEYS = {
@@ -137,6 +138,7 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "dry_run": False,
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",
+        "image": "registry.fleetplane.internal/fleetplane/controller:0.1.0",
     }
     prod = render_opa_data(stack_fleets["prod"])["controller"]
     assert prod["opa_url"] == "https://fleetplane-opa.fleetplane-system.svc:443"
