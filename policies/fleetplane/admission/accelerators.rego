@@ -1,0 +1,293 @@
+# Accelerator rules: Rules for workloads that ask for GPUs or TPUs:
+# quantities, workload type, team, accelerator model, size, capacity type,
+# priority class, checkpoints, idle timeout and approval. Every number comes
+# from data.fleetplane.config.
+package fleetplane.admission
+
+import data.fleetplane.lib
+import data.fleetplane.lib.scheduling
+import data.fleetplane.lib.workloads
+
+# Accelerator rules run on "full" mode only; an accelerator pod whose images
+# change is judged by the image rules alone.
+judged if {
+	mode == "full"
+	accelerator_workload
+}
+
+# -------------------------------------------------------------- quantities
+
+deny contains sprintf("malformed-quantity: %s", [msg]) if {
+	mode == "full"
+	some f in facts
+	not f.quantities_ok
+	some msg in workloads.quantity_problems(f.where, f.entries)
+}
+
+deny contains sprintf("accelerator-limits: %s", [msg]) if {
+	mode == "full"
+	some f in facts
+	not f.quantities_ok
+	some msg in workloads.limit_problems(f.where, f.entries)
+}
+
+# ----------------------------------------------------------- workload type
+
+known_types := concat(", ", sort(object.keys(config.workload_types)))
+
+deny contains msg if {
+	judged
+	some f in facts
+	not f.labels[lib.keys.workload_type]
+	msg := sprintf(
+		"workload-type: %s has no label %s; add it to the pod template labels with one of: %s",
+		[f.where, lib.keys.workload_type, known_types],
+	)
+}
+
+deny contains msg if {
+	judged
+	some f in facts
+	value := f.labels[lib.keys.workload_type]
+	not config.workload_types[value]
+	msg := sprintf(
+		"workload-type: %s label %s=%q is not a known workload type; use one of: %s",
+		[f.where, lib.keys.workload_type, value, known_types],
+	)
+}
+
+deny contains msg if {
+	judged
+	declared := {v | some f in facts; v := f.labels[lib.keys.workload_type]}
+	count(declared) > 1
+	msg := sprintf(
+		"workload-type: the pod templates carry different workload types (%s); give every template the same %s label",
+		[concat(", ", sort(declared)), lib.keys.workload_type],
+	)
+}
+
+# ------------------------------------------------------------------- team
+
+deny contains msg if {
+	judged
+	not team
+	msg := sprintf(
+		"team: namespace %q belongs to no team, so it may not use accelerators; submit the workload in your team's namespace",
+		[namespace],
+	)
+}
+
+# ---------------------------------------------------------------- models
+
+# METADATA
+# description: >-
+#   Where each pod template may run, derived once per template: pins_spot and
+#   opens_spot (see fleetplane.lib.scheduling), capacity (the price column:
+#   spot only when pinned to spot) and, per accelerator family the pod asks
+#   for, the model label values it constrains, the models it may land on and
+#   the values that match no model.
+placement[i] := {
+	"pins_spot": spot.pins_spot,
+	"opens_spot": spot.opens_spot,
+	"capacity": capacity(spot.pins_spot),
+	"families": {family: model_choice(f.spec, family) | some family in families(f)},
+} if {
+	judged
+	some i, f in facts
+	spot := scheduling.spot_placement(f.spec)
+}
+
+capacity(true) := "spot"
+
+capacity(false) := "on-demand"
+
+# Resource families a template asks for (MIG devices belong to nvidia.com/gpu).
+families(f) := {lib.family(resource) | some resource, n in f.demand; n > 0}
+
+# Node label keys that tell the models of a family apart.
+model_keys := {family: {m.node_label | some m in config.models; m.resource == family} |
+	some family in {m.resource | some m in config.models}
+}
+
+# The model named by a node label value.
+model_index := {[m.node_label, m.label_value]: name | some name, m in config.models}
+
+model_choice(spec, family) := {
+	"selection": selection,
+	"models": {model_index[[key, value]] | some key, values in selection; some value in values},
+	"unknown": {[key, value] | some key, values in selection; some value in values; not model_index[[key, value]]},
+} if {
+	selection := {key: values |
+		some key in model_keys[family]
+		values := scheduling.label_values(spec, key)
+	}
+}
+
+# A workload that selects no model could be scheduled on any model, so the
+# allowed-model rule could not hold: it is denied, and the message names the
+# label to add with the team's default model.
+deny contains msg if {
+	judged
+	team_config
+	some i, f in facts
+	some family, choice in placement[i].families
+	count(model_keys[family]) > 0
+	count(choice.selection) == 0
+	msg := sprintf(
+		"accelerator-model: %s asks for %s but selects no accelerator model; add %s (team default), or another allowed model: %s",
+		[f.where, family, default_model_hint(family), allowed_model_hint(family)],
+	)
+}
+
+default_model_hint(family) := sprintf("nodeSelector %s: %s", [m.node_label, m.label_value]) if {
+	m := config.models[team_config.default_model]
+	m.resource == family
+} else := sprintf("nodeSelector %s: <model>", [concat(" or ", sort(model_keys[family]))])
+
+allowed_model_hint(family) := concat(", ", sort([sprintf("%s=%s", [m.node_label, m.label_value]) |
+	some name in team_config.allowed_models
+	m := config.models[name]
+	m.resource == family
+]))
+
+deny contains msg if {
+	judged
+	some i, f in facts
+	some family, choice in placement[i].families
+	some [key, value] in choice.unknown
+	msg := sprintf(
+		"accelerator-model: %s selects %s=%s, which is no known %s model; known values: %s",
+		[f.where, key, value, family, concat(", ", sort(known_values(family, key)))],
+	)
+}
+
+known_values(family, key) := {m.label_value | some m in config.models; m.resource == family; m.node_label == key}
+
+deny contains msg if {
+	judged
+	team_config
+	some i, f in facts
+	some family, choice in placement[i].families
+	some name in choice.models
+	not model_allowed(name)
+	msg := sprintf(
+		"accelerator-model: %s may land on %s, which team %s may not use; select one of: %s",
+		[f.where, name, team, allowed_model_hint(family)],
+	)
+}
+
+model_allowed(name) if name in team_config.allowed_models
+
+# --------------------------------------------------------------- size
+
+deny contains msg if {
+	judged
+	total_devices > type_config.max_accelerators
+	msg := sprintf(
+		"max-accelerators: the workload holds %d accelerators at once (replicas x devices per pod); %s workloads may hold at most %d, so reduce replicas or devices",
+		[total_devices, workload_type, type_config.max_accelerators],
+	)
+}
+
+deny contains msg if {
+	judged
+	total_devices >= config.approval.threshold_accelerators
+	some f in facts
+	not approved(f)
+	msg := sprintf(
+		"approval: the workload holds %d accelerators (approval needed from %d); set annotation %s on %s to an approved request id",
+		[total_devices, config.approval.threshold_accelerators, lib.keys.approval_id, f.where],
+	)
+}
+
+approved(f) if f.annotations[lib.keys.approval_id] in config.approval.approved_ids
+
+deny contains msg if {
+	judged
+	some f in facts
+	f.devices > 0
+	workloads.non_empty_string(f.spec.nodeName)
+	msg := sprintf(
+		"node-name: %s sets spec.nodeName, which bypasses the scheduler and every placement rule; remove it and select nodes with nodeSelector",
+		[f.where],
+	)
+}
+
+# ---------------------------------------------------------- capacity type
+
+deny contains msg if {
+	judged
+	type_config.capacity == "on-demand"
+	some i, f in facts
+	placement[i].opens_spot
+	msg := sprintf(
+		"capacity-type: %s workloads run on on-demand capacity only; remove the spot node selector, affinity and the toleration of %s from %s",
+		[workload_type, lib.spot_taint.key, f.where],
+	)
+}
+
+deny contains msg if {
+	judged
+	type_config.capacity == "spot"
+	some i, f in facts
+	not placement[i].pins_spot
+	msg := sprintf(
+		"capacity-type: %s workloads run on spot capacity only; add nodeSelector %s: spot and a toleration of %s=spot:NoSchedule to %s",
+		[workload_type, lib.keys.capacity_type, lib.spot_taint.key, f.where],
+	)
+}
+
+# --------------------------------------------------------- priority class
+
+deny contains msg if {
+	judged
+	some f in facts
+	not priority_allowed(f)
+	msg := sprintf(
+		"priority-class: %s has priorityClassName %s; %s workloads must use one of: %s",
+		[f.where, json.marshal(object.get(f.spec, "priorityClassName", null)), workload_type, concat(", ", type_config.priority_classes)],
+	)
+}
+
+priority_allowed(f) if f.spec.priorityClassName in type_config.priority_classes
+
+# ------------------------------------------------------------ checkpoints
+
+deny contains msg if {
+	judged
+	type_config.checkpoint_required_on_spot == true
+	some i, f in facts
+	placement[i].opens_spot
+	not declares_checkpoint(f)
+	msg := sprintf(
+		"checkpoint: %s workloads on spot must declare where they checkpoint; set annotation %s on %s to a URI such as s3://bucket/path",
+		[workload_type, lib.keys.checkpoint_location, f.where],
+	)
+}
+
+declares_checkpoint(f) if checkpoint_uri(f.annotations[lib.keys.checkpoint_location])
+
+checkpoint_uri(value) if {
+	is_string(value)
+	regex.match(`^[a-z][a-z0-9+.-]*://[^\s]+$`, value)
+}
+
+# ----------------------------------------------------------- idle timeout
+
+deny contains msg if {
+	judged
+	maximum := type_config.max_idle_timeout_seconds
+	is_number(maximum)
+	some f in facts
+	not declares_idle_timeout(f, maximum)
+	msg := sprintf(
+		"idle-timeout: %s workloads must declare an idle timeout; set annotation %s on %s to a whole number of seconds from 1 to %d",
+		[workload_type, lib.keys.idle_timeout_seconds, f.where, maximum],
+	)
+}
+
+declares_idle_timeout(f, maximum) if {
+	seconds := workloads.parse_count(f.annotations[lib.keys.idle_timeout_seconds])
+	seconds > 0
+	seconds <= maximum
+}

@@ -1,0 +1,355 @@
+# METADATA
+# title: Admission gate
+# description: >-
+#   Judges an admission.k8s.io/v1 AdmissionReview for Pods and the pod templates
+#   of Deployments, StatefulSets, ReplicaSets, Jobs, CronJobs and Volcano Jobs.
+#   deny is the set of messages, one per violated rule and place, each starting
+#   with the rule's name and saying what to change; warnings are admitted with
+#   the workload. This file reads the request and derives the facts the rules
+#   share; the rules live beside it, one concern per file.
+package fleetplane.admission
+
+import data.fleetplane.lib
+import data.fleetplane.lib.workloads
+
+config := data.fleetplane.config
+
+# METADATA
+# description: >-
+#   Allowed only on positive evidence: a well-formed review, every fact the
+#   rules need evaluated, and no deny message.
+default allowed := false
+
+allowed if {
+	envelope_ok
+	config_ok
+	evaluated
+	count(deny) == 0
+}
+
+# METADATA
+# description: The request uid, echoed in the response; empty when the review has none.
+uid := u if {
+	u := input.request.uid
+	is_string(u)
+} else := ""
+
+# METADATA
+# description: Admission warnings, sorted.
+warning_list := sort([w | some w in warnings])
+
+# METADATA
+# description: Deny messages, sorted.
+deny_list := sort([m | some m in deny])
+
+deny contains sprintf("malformed-request: %s", [msg]) if some msg in envelope_problems
+
+deny contains sprintf("malformed-request: %s", [msg]) if {
+	mode != "none"
+	not shapes_ok
+	some msg in workloads.shape_problems(request.object, kind_class)
+}
+
+# METADATA
+# description: >-
+#   The messages of the response: the deny messages, or, when the review is
+#   refused without one (a fact the rules need could not be derived), a
+#   message saying so, so that a refusal always explains itself.
+messages := deny_list if {
+	count(deny_list) > 0
+} else := [unevaluated_message] if {
+	not allowed
+} else := []
+
+unevaluated_message := "unevaluated: the gate could not derive every fact it needs from this object and the policy data, so it refuses it; check the object and data.fleetplane.config"
+
+# ---------------------------------------------------------------- envelope
+
+request := input.request
+
+operations := {"CREATE", "UPDATE", "DELETE", "CONNECT"}
+
+# The envelope is checked with one rule on the common path; the problems are
+# only listed when it fails. Negation only ever applies to rules without
+# arguments or to equality, so a missing field makes a check fail, never vanish.
+envelope_ok if {
+	input.apiVersion == "admission.k8s.io/v1"
+	input.kind == "AdmissionReview"
+	valid_uid
+	valid_kind
+	valid_operation
+	object_present
+	namespace_present
+}
+
+object_present if not writes
+
+writes if input.request.operation in {"CREATE", "UPDATE"}
+
+object_present if has_object
+
+namespace_present if mode == "none"
+
+namespace_present if namespace
+
+envelope_problems := set() if {
+	envelope_ok
+} else := problems if {
+	problems := {msg | some msg, failed in envelope_checks; failed}
+}
+
+envelope_checks := {
+	"the body must be an AdmissionReview object": not_a_body,
+	"apiVersion must be admission.k8s.io/v1": bad_api_version,
+	"kind must be AdmissionReview": bad_kind,
+	"request is missing": no_request,
+	"request.uid must be a non-empty string": bad_uid,
+	"request.kind must be {group, version, kind}": bad_kind_field,
+	"request.operation must be one of CONNECT, CREATE, DELETE, UPDATE": bad_operation,
+	"request.object must be the object under review": no_object,
+	"request.namespace is missing": no_namespace,
+}
+
+default not_a_body := false
+
+not_a_body if not body_is_object
+
+default bad_api_version := false
+
+bad_api_version if {
+	body_is_object
+	not input.apiVersion == "admission.k8s.io/v1"
+}
+
+default bad_kind := false
+
+bad_kind if {
+	body_is_object
+	not input.kind == "AdmissionReview"
+}
+
+default no_request := false
+
+no_request if {
+	body_is_object
+	not has_request
+}
+
+default bad_uid := false
+
+bad_uid if {
+	has_request
+	not valid_uid
+}
+
+default bad_kind_field := false
+
+bad_kind_field if {
+	has_request
+	not valid_kind
+}
+
+default bad_operation := false
+
+bad_operation if {
+	has_request
+	not valid_operation
+}
+
+default no_object := false
+
+no_object if {
+	has_request
+	not object_present
+}
+
+default no_namespace := false
+
+no_namespace if not namespace_present
+
+body_is_object if is_object(input)
+
+has_request if is_object(input.request)
+
+valid_uid if {
+	is_string(input.request.uid)
+	input.request.uid != ""
+}
+
+valid_kind if valid_gvk(input.request.kind)
+
+valid_operation if input.request.operation in operations
+
+has_object if is_object(input.request.object)
+
+# The core group may be sent as "" or left out.
+valid_gvk(gvk) if {
+	is_string(object.get(gvk, "group", ""))
+	workloads.non_empty_string(gvk.kind)
+}
+
+# ------------------------------------------------------------------ scope
+
+kind_class := workloads.kind_class(request.kind)
+
+# METADATA
+# description: >-
+#   What the gate checks: "full" on CREATE of every gated kind and UPDATE of
+#   workload controllers; "images" on UPDATE of a Pod (only new images can
+#   appear there); "none" otherwise (DELETE, CONNECT, status and other
+#   subresources, kinds that are not gated).
+default mode := "none"
+
+mode := "full" if {
+	kind_class
+	request.operation == "CREATE"
+	subresource == ""
+}
+
+mode := "full" if {
+	kind_class != "pod"
+	request.operation == "UPDATE"
+	subresource == ""
+}
+
+mode := "images" if {
+	kind_class == "pod"
+	request.operation == "UPDATE"
+	subresource in {"", "ephemeralcontainers"}
+}
+
+subresource := object.get(request, "subResource", "")
+
+namespace := ns if {
+	ns := request.namespace
+	workloads.non_empty_string(ns)
+} else := ns if {
+	ns := request.object.metadata.namespace
+	workloads.non_empty_string(ns)
+}
+
+# METADATA
+# description: The team owning the namespace; undefined outside team namespaces.
+team := config.namespaces[namespace]
+
+team_config := config.teams[team]
+
+in_team_namespace if team
+
+# ------------------------------------------------------------------ facts
+
+templates := workloads.templates(request.object, kind_class)
+
+# METADATA
+# description: >-
+#   One entry per pod template, derived once and read by every rule: where
+#   (for messages), labels, annotations, spec, replicas (pods running at
+#   once), deadline (seconds or null), entries (the containers with their
+#   accelerator quantities), demand (devices per accelerator resource of one
+#   pod), devices (their sum), well_formed and quantities_ok.
+facts := [fact(t) | some t in templates]
+
+fact(t) := {
+	"where": t.where,
+	"labels": object.get(metadata, "labels", {}),
+	"annotations": object.get(metadata, "annotations", {}),
+	"spec": spec,
+	"replicas": replicas(t.replicas),
+	"deadline": deadline(t.deadline, spec),
+	"entries": entries,
+	"demand": demand,
+	"devices": workloads.devices(demand),
+	"well_formed": workloads.template_ok(t, entries),
+	"quantities_ok": quantities_ok(entries),
+} if {
+	metadata := object.get(t.template, "metadata", {})
+	spec := object.get(t.template, "spec", {})
+	entries := workloads.containers(spec)
+	demand := workloads.demand(entries)
+}
+
+quantities_ok(entries) if {
+	workloads.quantities_ok(entries)
+} else := false
+
+replicas(n) := n if {
+	workloads.is_whole(n)
+} else := 0
+
+# The shortest positive deadline that bounds the pods, or null.
+deadline(workload_deadline, spec) := min(present) if {
+	present := {d |
+		some d in [workload_deadline, object.get(spec, "activeDeadlineSeconds", null)]
+		workloads.positive_whole(d)
+	}
+	count(present) > 0
+} else := null
+
+# The shape of the object is checked per template on the common path; the
+# problems are only listed when a template is not well formed.
+shapes_ok if {
+	count(templates) > 0
+	count(facts) == count(templates)
+	every f in facts {
+		f.well_formed
+	}
+}
+
+# METADATA
+# description: Devices the whole workload holds at once (all templates and replicas).
+total_devices := sum([n | some f in facts; n := f.replicas * f.devices])
+
+# METADATA
+# description: >-
+#   True when any pod of the workload asks for an accelerator (even with zero
+#   replicas, so the workload is judged before it is scaled up).
+accelerator_workload if {
+	some f in facts
+	count(f.demand) > 0
+}
+
+# METADATA
+# description: The workload type shared by every pod template; undefined unless exactly one.
+workload_type := only if {
+	declared := {t | some f in facts; t := f.labels[lib.keys.workload_type]}
+	count(declared) == 1
+	some only in declared
+	every f in facts {
+		f.labels[lib.keys.workload_type] == only
+	}
+	_ = config.workload_types[only]
+}
+
+type_config := config.workload_types[workload_type]
+
+# METADATA
+# description: >-
+#   Every fact the rules use was derived (positive evidence that the rules
+#   saw the object). Trivially true when nothing is gated.
+default evaluated := false
+
+evaluated if mode == "none"
+
+evaluated if {
+	derived
+	not judged
+}
+
+evaluated if {
+	derived
+	judged
+	is_object(type_config)
+	is_object(team_config)
+	budget_evaluated
+}
+
+derived if {
+	mode != "none"
+	count(facts) == count(templates)
+	shapes_ok
+	is_number(total_devices)
+}
+
+# METADATA
+# description: The current time; the budget uses it to pick this month's spend.
+now_ns := time.now_ns()

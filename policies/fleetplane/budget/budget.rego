@@ -1,0 +1,119 @@
+# METADATA
+# title: Budget
+# description: >-
+#   Month-to-date spend per team (pushed by the controller to
+#   data.fleetplane.spend), the estimated cost of a workload, and the verdict
+#   against the team's monthly budget. Ratios and budgets come from
+#   data.fleetplane.config; nothing here reads input.
+package fleetplane.budget
+
+config := data.fleetplane.config
+
+# METADATA
+# description: The calendar month (UTC) of a time in nanoseconds, as "YYYY-MM".
+month(now_ns) := sprintf("%04d-%02d", [year, month_number]) if {
+	[year, month_number, _] := time.date(now_ns)
+}
+
+# METADATA
+# description: >-
+#   The month OPA is in now; the controller pushes spend for this month.
+month_now := month(time.now_ns())
+
+# METADATA
+# description: >-
+#   USD a team has spent this month. A team absent from spend, or whose record
+#   is for another month, has spent nothing. Undefined when the record for this
+#   month is malformed (see spend_problems), so callers fail closed.
+spent(team, _) := 0 if {
+	not has_record(team)
+}
+
+spent(team, now_ns) := 0 if {
+	is_string(data.fleetplane.spend[team].month)
+	data.fleetplane.spend[team].month != month(now_ns)
+}
+
+spent(team, now_ns) := usd if {
+	record := data.fleetplane.spend[team]
+	record.month == month(now_ns)
+	usd := record.usd
+	is_number(usd)
+	usd >= 0
+}
+
+has_record(team) if _ = data.fleetplane.spend[team]
+
+# METADATA
+# description: What is wrong with a team's spend record, if anything.
+spend_problems(team, now_ns) := {msg |
+	has_record(team)
+	not spent(team, now_ns)
+	msg := sprintf(
+		"data.fleetplane.spend.%s must be {\"month\": \"YYYY-MM\", \"usd\": <non-negative number>}, got %s",
+		[team, json.marshal(data.fleetplane.spend[team])],
+	)
+}
+
+# METADATA
+# description: >-
+#   Estimated USD of a workload: the sum over items {devices,
+#   price_per_hour_usd, seconds} of devices x hourly price x hours.
+estimate_usd(items) := sum([cost |
+	some item in items
+	cost := ((item.devices * item.price_per_hour_usd) * item.seconds) / 3600
+])
+
+# METADATA
+# description: >-
+#   True when the workload type does not get denied for budget: the type is
+#   budget_exempt, or the team lists it in budget_exempt_types.
+exempt(_, workload_type) if config.workload_types[workload_type].budget_exempt == true
+
+exempt(team, workload_type) if workload_type in config.teams[team].budget_exempt_types
+
+# METADATA
+# description: >-
+#   The verdict for a workload: {level, total_usd, spent_usd, estimate_usd,
+#   budget_usd}. level is "deny" over deny_ratio x budget (or "exempt" for
+#   budget-exempt types), "warn" over warn_ratio x budget, otherwise "ok".
+#   Reaching a ratio exactly is still under it. Undefined when spend or
+#   configuration is malformed.
+verdict(team, workload_type, estimate, now_ns) := {
+	"level": level(team, workload_type, total),
+	"total_usd": total,
+	"spent_usd": spent_usd,
+	"estimate_usd": estimate,
+	"budget_usd": config.teams[team].monthly_budget_usd,
+} if {
+	spent_usd := spent(team, now_ns)
+	total := spent_usd + estimate
+}
+
+level(team, workload_type, total) := "exempt" if {
+	over(team, total, config.budget.deny_ratio)
+	exempt(team, workload_type)
+} else := "deny" if {
+	over(team, total, config.budget.deny_ratio)
+} else := "warn" if {
+	over(team, total, config.budget.warn_ratio)
+} else := "ok" if {
+	is_number(config.budget.warn_ratio)
+	is_number(config.budget.deny_ratio)
+	is_number(config.teams[team].monthly_budget_usd)
+}
+
+over(team, total, ratio) if total > ratio * config.teams[team].monthly_budget_usd
+
+# METADATA
+# description: A verdict as one sentence for users; percent is of the monthly budget.
+describe(team, v) := sprintf(
+	"team %s would reach %s of its monthly budget ($%s spent this month + $%s estimated for this workload, budget $%s)",
+	[team, percent(v), usd(v.spent_usd), usd(v.estimate_usd), usd(v.budget_usd)],
+)
+
+percent(v) := sprintf("%d%%", [round((v.total_usd * 100) / v.budget_usd)]) if {
+	v.budget_usd > 0
+} else := "more than all"
+
+usd(x) := sprintf("%v", [round(x)])

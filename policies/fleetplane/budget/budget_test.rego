@@ -1,0 +1,120 @@
+package fleetplane.budget_test
+
+import data.fleetplane.budget
+import data.fleetplane.testing
+
+now := testing.now_ns
+
+month_cases := {
+	"fixture clock": [testing.now_ns, "2026-11"],
+	"first second of a year": [1798761600000000000, "2027-01"],
+	"last second of a year": [1798761599000000000, "2026-12"],
+}
+
+test_month[name] if {
+	some name, [ns, want] in month_cases
+	budget.month(ns) == want
+}
+
+test_month_now if {
+	budget.month_now == "2026-11" with time.now_ns as testing.now_ns
+}
+
+spend_doc := {
+	"research": {"month": "2026-11", "usd": 1234.5},
+	"serving": {"month": "2026-10", "usd": 99999},
+	"analytics": {"month": "2026-11", "usd": -5},
+	"broken": {"usd": 10},
+}
+
+spent_cases := {
+	"this month": ["research", 1234.5],
+	"last month counts as zero": ["serving", 0],
+	"absent team counts as zero": ["nobody", 0],
+}
+
+test_spent[name] if {
+	some name, [team, want] in spent_cases
+	budget.spent(team, now) == want with data.fleetplane.spend as spend_doc
+}
+
+test_malformed_spend_is_undefined_and_reported[team] if {
+	some team in ["analytics", "broken"]
+	not budget.spent(team, now) with data.fleetplane.spend as spend_doc
+	count(budget.spend_problems(team, now)) == 1 with data.fleetplane.spend as spend_doc
+}
+
+test_well_formed_spend_has_no_problem if {
+	budget.spend_problems("research", now) == set() with data.fleetplane.spend as spend_doc
+}
+
+test_no_spend_document_at_all if {
+	budget.spent("research", now) == 0
+}
+
+test_estimate_usd if {
+	budget.estimate_usd([]) == 0
+	budget.estimate_usd([
+		{"devices": 2, "price_per_hour_usd": 10, "seconds": 7200},
+		{"devices": 1, "price_per_hour_usd": 4, "seconds": 1800},
+	]) == 42
+}
+
+exempt_cases := {
+	"type exempt": ["research", "inference", true],
+	"team exempts the type": ["analytics", "notebook", true],
+	"other team": ["research", "notebook", false],
+	"not exempt": ["research", "training", false],
+}
+
+exempt(team, workload_type) if {
+	budget.exempt(team, workload_type) with data.fleetplane.config as testing.config
+} else := false
+
+test_exempt[name] if {
+	some name, [team, workload_type, want] in exempt_cases
+	exempt(team, workload_type) == want
+}
+
+# research: budget 50000, warn above 40000, deny above 50000.
+level_cases := {
+	"well under": [10000, 0, "ok"],
+	"exactly at the warning line": [30000, 10000, "ok"],
+	"over the warning line": [30000, 10001, "warn"],
+	"exactly at the budget": [40000, 10000, "warn"],
+	"over the budget": [40000, 10001, "deny"],
+}
+
+test_level[name] if {
+	some name, [usd, estimate, want] in level_cases
+	v := budget.verdict("research", "training", estimate, now) with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {"research": {"month": "2026-11", "usd": usd}}
+	v.level == want
+	v.total_usd == usd + estimate
+}
+
+test_exempt_type_over_budget_is_exempt if {
+	v := budget.verdict("research", "inference", 60000, now) with data.fleetplane.config as testing.config
+	v.level == "exempt"
+}
+
+test_zero_budget_denies_any_cost if {
+	config := object.union(testing.config, {"teams": {"research": {"monthly_budget_usd": 0}}})
+	v := budget.verdict("research", "training", 1, now) with data.fleetplane.config as config
+	v.level == "deny"
+	budget.percent(v) == "more than all"
+}
+
+has_verdict(config) if {
+	budget.verdict("research", "training", 1, now) with data.fleetplane.config as config
+}
+
+test_verdict_is_undefined_without_ratios if {
+	has_verdict(testing.config)
+	not has_verdict(json.remove(testing.config, ["budget"]))
+}
+
+test_describe if {
+	v := {"total_usd": 45000.4, "spent_usd": 40000.2, "estimate_usd": 5000.2, "budget_usd": 50000}
+	budget.describe("research", v) == "team research would reach 90% of its monthly budget ($40000 spent this month + $5000 estimated for this workload, budget $50000)"
+}

@@ -1,0 +1,30 @@
+package fleetplane.lib_test
+
+import data.fleetplane.lib
+
+accelerator_cases := {
+	"nvidia.com/gpu": "nvidia.com/gpu",
+	"nvidia.com/mig-1g.10gb": "nvidia.com/gpu",
+	"nvidia.com/mig-7g.80gb": "nvidia.com/gpu",
+	"google.com/tpu": "google.com/tpu",
+}
+
+test_accelerator_family[resource] if {
+	some resource, family in accelerator_cases
+	lib.is_accelerator(resource)
+	lib.family(resource) == family
+}
+
+test_other_resources_are_not_accelerators[resource] if {
+	some resource in ["cpu", "memory", "nvidia.com/gpu.shared", "amd.com/gpu", "ephemeral-storage"]
+	not lib.is_accelerator(resource)
+}
+
+test_contract_keys if {
+	lib.keys.workload_type == "fleetplane.dev/workload-type"
+	lib.keys.approval_id == "fleetplane.dev/approval-id"
+	lib.keys.gpu_product == "nvidia.com/gpu.product"
+	lib.keys.tpu_accelerator == "cloud.google.com/gke-tpu-accelerator"
+	lib.spot_taint == {"key": "fleetplane.dev/capacity-type", "value": "spot", "effect": "NoSchedule"}
+	count(lib.spot_node_labels) == 4
+}

@@ -1,0 +1,373 @@
+# METADATA
+# title: Workloads
+# description: >-
+#   Finds the pod templates inside the objects the admission gate sees, checks
+#   their shape, and computes accelerator demand with Kubernetes semantics.
+#   Every function takes the object it works on; nothing here reads input.
+package fleetplane.lib.workloads
+
+import data.fleetplane.lib
+
+# METADATA
+# description: >-
+#   Gated kinds by "group/kind", mapped to how their pod templates are found.
+#   Other pod-creating kinds (DaemonSet, ReplicationController) are caught at
+#   Pod level.
+kind_classes := {
+	"/Pod": "pod",
+	"apps/Deployment": "replicated",
+	"apps/StatefulSet": "replicated",
+	"apps/ReplicaSet": "replicated",
+	"batch/Job": "job",
+	"batch/CronJob": "cronjob",
+	"batch.volcano.sh/Job": "volcano",
+}
+
+# METADATA
+# description: The class of an AdmissionReview request.kind; undefined for kinds that are not gated.
+kind_class(gvk) := kind_classes[concat("/", [object.get(gvk, "group", ""), gvk.kind])]
+
+# METADATA
+# description: The value when it is an object, otherwise an empty object.
+as_object(x) := x if {
+	is_object(x)
+} else := {}
+
+# METADATA
+# description: The value when it is an array, otherwise an empty array.
+as_array(x) := x if {
+	is_array(x)
+} else := []
+
+# METADATA
+# description: >-
+#   Pod templates of an object, each {where, template, replicas, deadline}:
+#   where is the path users see in messages, replicas is the number of pods of
+#   the template that run at once (raw value, see replica_problems), deadline
+#   is a workload-level activeDeadlineSeconds or null.
+templates(obj, "pod") := [{"where": "pod", "template": obj, "replicas": 1, "deadline": null}]
+
+templates(obj, "replicated") := [{
+	"where": "spec.template",
+	"template": object.get(obj, ["spec", "template"], null),
+	"replicas": object.get(obj, ["spec", "replicas"], 1),
+	"deadline": null,
+}]
+
+templates(obj, "job") := [job_template("spec.template", as_object(object.get(obj, "spec", {})))]
+
+templates(obj, "cronjob") := [job_template(
+	"spec.jobTemplate.spec.template",
+	as_object(object.get(obj, ["spec", "jobTemplate", "spec"], {})),
+)]
+
+templates(obj, "volcano") := [t |
+	some i, task in as_array(object.get(obj, ["spec", "tasks"], []))
+	t := {
+		"where": sprintf("spec.tasks[%d].template", [i]),
+		"template": object.get(as_object(task), "template", null),
+		"replicas": object.get(as_object(task), "replicas", 1),
+		"deadline": null,
+	}
+]
+
+job_template(where, job_spec) := {
+	"where": where,
+	"template": object.get(job_spec, "template", null),
+	"replicas": job_concurrency(job_spec),
+	"deadline": object.get(job_spec, "activeDeadlineSeconds", null),
+}
+
+# METADATA
+# description: >-
+#   Pods of a Job running at once: parallelism (default 1), bounded by
+#   completions when that is smaller.
+job_concurrency(job_spec) := min({p, c}) if {
+	p := object.get(job_spec, "parallelism", 1)
+	c := job_spec.completions
+	is_whole(p)
+	is_whole(c)
+} else := object.get(job_spec, "parallelism", 1)
+
+# METADATA
+# description: True for a JSON integer that is not negative.
+is_whole(x) if {
+	is_number(x)
+	x >= 0
+	x == floor(x)
+}
+
+# METADATA
+# description: >-
+#   Problems that make an object impossible to judge; each names the field and
+#   what it must be. A gated object with any of these is denied.
+shape_problems(obj, class) := union({
+	{"spec.tasks must be a non-empty list of tasks" |
+		class == "volcano"
+		count(as_array(object.get(obj, ["spec", "tasks"], []))) == 0
+	},
+	{msg |
+		some t in templates(obj, class)
+		some msg in template_problems(t)
+	},
+})
+
+template_problems(t) := union({
+	{sprintf("%s is missing", [t.where]) | not is_object(t.template)},
+	{sprintf("%s.spec is missing", [t.where]) |
+		is_object(t.template)
+		not is_object(object.get(t.template, "spec", null))
+	},
+	{sprintf("%s.spec.containers must be a non-empty list", [t.where]) |
+		is_object(t.template.spec)
+		not non_empty_array(object.get(t.template.spec, "containers", null))
+	},
+	{sprintf("%s.spec.%s must be a list", [t.where, field]) |
+		some field in ["initContainers", "ephemeralContainers", "tolerations", "volumes"]
+		value := t.template.spec[field]
+		not is_array(value)
+	},
+	{sprintf("%s.metadata.%s must be a map of strings", [t.where, field]) |
+		some field in ["labels", "annotations"]
+		value := t.template.metadata[field]
+		not is_object(value)
+	},
+	{sprintf("%s: %s", [container_where(t.where, entry), msg]) |
+		some entry in containers(t.template.spec)
+		some msg in container_problems(entry.container)
+	},
+	{sprintf("%s: replicas %s must be a non-negative integer", [t.where, json.marshal(t.replicas)]) |
+		not is_whole(t.replicas)
+	},
+	{sprintf("%s: activeDeadlineSeconds %s must be a positive integer", [t.where, json.marshal(d)]) |
+		some d in [t.deadline, object.get(as_object(t.template), ["spec", "activeDeadlineSeconds"], null)]
+		d != null
+		not positive_whole(d)
+	},
+})
+
+# METADATA
+# description: >-
+#   True when a template has the shape the rules need (the fast path);
+#   template_problems explains a false. entries are containers(spec).
+template_ok(t, entries) if {
+	spec := t.template.spec
+	is_object(spec)
+	non_empty_array(spec.containers)
+	not malformed_list(spec)
+	not malformed_metadata(t.template)
+	every e in entries {
+		container_ok(e.container)
+	}
+	is_whole(t.replicas)
+	deadline_ok(t.deadline)
+	deadline_ok(object.get(spec, "activeDeadlineSeconds", null))
+} else := false
+
+malformed_list(spec) if {
+	some field in ["initContainers", "ephemeralContainers", "tolerations", "volumes"]
+	value := spec[field]
+	not is_array(value)
+}
+
+malformed_metadata(template) if {
+	some field in ["labels", "annotations"]
+	value := template.metadata[field]
+	not is_object(value)
+}
+
+container_ok(c) if {
+	non_empty_string(c.name)
+	non_empty_string(c.image)
+	is_object(object.get(object.get(c, "resources", {}), "limits", {}))
+	is_object(object.get(object.get(c, "resources", {}), "requests", {}))
+}
+
+deadline_ok(null)
+
+deadline_ok(d) if positive_whole(d)
+
+non_empty_array(x) if {
+	is_array(x)
+	count(x) > 0
+}
+
+positive_whole(x) if {
+	is_whole(x)
+	x > 0
+}
+
+container_problems(c) := union({
+	{"must be an object" | not is_object(c)},
+	{"name must be a non-empty string" |
+		is_object(c)
+		not non_empty_string(object.get(c, "name", null))
+	},
+	{"image must be a non-empty string" |
+		is_object(c)
+		not non_empty_string(object.get(c, "image", null))
+	},
+	{sprintf("resources.%s must be a map", [field]) |
+		some field in ["limits", "requests"]
+		value := c.resources[field]
+		not is_object(value)
+	},
+})
+
+non_empty_string(x) if {
+	is_string(x)
+	x != ""
+}
+
+# METADATA
+# description: >-
+#   Every container of a pod spec, each {list, index, container, sidecar,
+#   limits, requests, counts}: list is "containers", "initContainers" or
+#   "ephemeralContainers"; limits and requests hold the raw accelerator
+#   quantities; counts the limits that parse as whole devices. Computed once
+#   per pod template: everything else reads these entries.
+containers(spec) := [entry |
+	some list in ["containers", "initContainers", "ephemeralContainers"]
+	some i, c in spec[list]
+	limits := {r: q | some r, q in c.resources.limits; lib.is_accelerator(r)}
+	entry := {
+		"list": list,
+		"index": i,
+		"container": c,
+		"sidecar": sidecar(list, c),
+		"limits": limits,
+		"requests": {r: q | some r, q in c.resources.requests; lib.is_accelerator(r)},
+		"counts": {r: n | some r, q in limits; n := parse_count(q)},
+	}
+]
+
+# An init container with restartPolicy Always runs beside the app containers.
+sidecar(list, c) if {
+	list == "initContainers"
+	c.restartPolicy == "Always"
+} else := false
+
+# METADATA
+# description: How a container is named in messages, e.g. spec.template initContainers "setup".
+container_where(where, entry) := sprintf("%s %s %q", [where, entry.list, entry.container.name]) if {
+	non_empty_string(entry.container.name)
+} else := sprintf("%s %s[%d]", [where, entry.list, entry.index])
+
+# METADATA
+# description: >-
+#   An accelerator count: a JSON integer, or a string of decimal digits without
+#   sign, fraction, exponent, suffix or leading zero. Undefined otherwise.
+parse_count(q) := to_number(q) if {
+	is_string(q)
+	regex.match(`^(0|[1-9][0-9]*)$`, q)
+}
+
+parse_count(q) := q if is_whole(q)
+
+# METADATA
+# description: >-
+#   True when every accelerator quantity parses and every request equals its
+#   limit: the fast path; the problem functions below explain a false.
+quantities_ok(entries) if {
+	every e in entries {
+		count(e.counts) == count(e.limits)
+		every r, q in e.requests {
+			parse_count(q) == e.counts[r]
+		}
+	}
+}
+
+# METADATA
+# description: >-
+#   Accelerator quantities that cannot be parsed, as messages naming the
+#   container, the field and the fix.
+quantity_problems(where, entries) := {msg |
+	some e in entries
+	some field in ["limits", "requests"]
+	some resource, q in e[field]
+	not parse_count(q)
+	msg := sprintf(
+		"%s: %s[%s] %s is not a whole number of devices; write a non-negative integer such as \"1\"",
+		[container_where(where, e), field, resource, json.marshal(q)],
+	)
+}
+
+# METADATA
+# description: >-
+#   Extended resources must be set in limits; a request may only repeat the
+#   limit. Messages name the container and the fix.
+limit_problems(where, entries) := missing_limits(where, entries) | unequal_requests(where, entries)
+
+missing_limits(where, entries) := {msg |
+	some e in entries
+	some resource, _ in e.requests
+	not has_key(e.limits, resource)
+	msg := sprintf(
+		"%s: %s is requested but has no limit; set resources.limits[%s] (accelerators are allocated by limit)",
+		[container_where(where, e), resource, resource],
+	)
+}
+
+unequal_requests(where, entries) := {msg |
+	some e in entries
+	some resource, q in e.requests
+	request := parse_count(q)
+	limit := e.counts[resource]
+	request != limit
+	msg := sprintf(
+		"%s: requests[%s] is %v but limits[%s] is %v; set them equal or drop the request",
+		[container_where(where, e), resource, request, resource, limit],
+	)
+}
+
+has_key(obj, key) if _ = obj[key]
+
+# METADATA
+# description: Accelerator resource names the containers mention in limits or requests.
+mentioned(entries) := {r |
+	some e in entries
+	some field in ["limits", "requests"]
+	some r, _ in e[field]
+}
+
+# METADATA
+# description: >-
+#   Effective accelerator demand of one pod, per resource, with Kubernetes
+#   semantics: the larger of the steady state (app containers plus sidecar init
+#   containers) and the peak of each regular init container (itself plus the
+#   sidecars started before it). Malformed quantities count as zero (and are
+#   denied on their own).
+demand(entries) := {r: effective(entries, r) | some r in mentioned(entries)}
+
+effective(entries, r) := max({steady_state(entries, r)} | init_peaks(entries, r))
+
+steady_state(entries, r) := sum([n |
+	some e in entries
+	running(e)
+	n := e.counts[r]
+])
+
+running(e) if e.list == "containers"
+
+running(e) if e.sidecar
+
+init_peaks(entries, r) := {peak |
+	some e in entries
+	e.list == "initContainers"
+	not e.sidecar
+	peak := object.get(e.counts, r, 0) + sum([n |
+		some s in entries
+		s.list == "initContainers"
+		s.sidecar
+		s.index < e.index
+		n := s.counts[r]
+	])
+}
+
+# METADATA
+# description: Total devices of a pod, all accelerator resources together (a MIG device counts as one).
+devices(pod_demand) := sum([n | some n in pod_demand])
+
+# METADATA
+# description: Demand of a pod spec (convenience for callers outside the gate).
+pod_demand(spec) := demand(containers(spec))

@@ -1,0 +1,146 @@
+"""The admission cases: one line per rule and edge, allowed and denied.
+
+The table drives tests/policies/test_admission.py and is rendered as files into
+tests/policies/fixtures/reviews/ (`python -m tests.policies.corpus`), the corpus that
+`python -m tools.policydiff` and bench/opa_admission.py replay.
+"""
+
+from __future__ import annotations
+
+from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
+
+# (case, workload, rules it violates); an empty set means allowed.
+CASES: list[tuple[str, Workload, set[str]]] = [
+    # every starting point is valid, whatever object carries it
+    ("training pod", training(), set()),
+    ("inference deployment", inference().as_deployment(replicas=4), set()),
+    ("notebook statefulset", notebook().as_statefulset(), set()),
+    ("batch job", batch().as_job(parallelism=4), set()),
+    ("training cronjob", training().as_cronjob(), set()),
+    ("training volcano job", training().as_volcano_job(("ps", 1), ("worker", 2)), set()),
+    ("cpu pod", cpu(), set()),
+    # quantities
+    ("fractional gpus", training().gpus("1.5"), {"malformed-quantity"}),
+    ("negative gpus", training().gpus("-1"), {"malformed-quantity"}),
+    ("exponent gpus", training().gpus("1e3"), {"malformed-quantity"}),
+    ("hex gpus", training().gpus("0x2"), {"malformed-quantity"}),
+    ("word gpus", training().gpus("abc"), {"malformed-quantity"}),
+    ("json number gpus", training().gpus(2), set()),
+    ("malformed mig", training().limits({"nvidia.com/mig-1g.10gb": "0.5"}), {"malformed-quantity"}),
+    ("malformed tpu", training().tpus("4.0"), {"malformed-quantity"}),
+    (
+        "request without limit",
+        training().resources({"requests": {"nvidia.com/gpu": "1"}}),
+        {"accelerator-limits"},
+    ),
+    (
+        "request differs from limit",
+        training().resources(
+            {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}
+        ),
+        {"accelerator-limits"},
+    ),
+    (
+        "request equal to limit",
+        training().resources(
+            {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}
+        ),
+        set(),
+    ),
+    # workload type and team
+    ("no workload type", training().typed(None), {"workload-type"}),
+    ("unknown workload type", training().typed("research"), {"workload-type"}),
+    ("accelerators outside a team", training().in_namespace("default"), {"team"}),
+    ("cpu outside a team", cpu().image("ubuntu").privileged().in_namespace("default"), set()),
+    # accelerator model
+    ("no model selected", training().no_model(), {"accelerator-model"}),
+    ("model by affinity", training().model("h100-80gb", "a100-40gb"), set()),
+    ("model not allowed", training().in_namespace("analytics"), {"accelerator-model"}),
+    (
+        "affinity admitting a disallowed model",
+        training().model("a100-40gb", "h100-80gb").in_namespace("analytics"),
+        {"accelerator-model"},
+    ),
+    (
+        "unknown model",
+        training().select("nvidia.com/gpu.product", "Tesla-T4"),
+        {"accelerator-model"},
+    ),
+    ("tpu", training().tpus("4"), set()),
+    (
+        "tpu not allowed for serving",
+        inference().tpus("4").in_namespace("ml-serving"),
+        {"accelerator-model"},
+    ),
+    ("mig slices", notebook().limits({"nvidia.com/mig-1g.10gb": "1"}), set()),
+    # size
+    ("notebook with two gpus", notebook().gpus(2), {"max-accelerators"}),
+    (
+        "notebook with two mig slices",
+        notebook().limits({"nvidia.com/mig-1g.10gb": "2"}),
+        {"max-accelerators"},
+    ),
+    (
+        "init container counts",
+        notebook().init_container(resources={"limits": {"nvidia.com/gpu": "2"}}),
+        {"max-accelerators"},
+    ),
+    (
+        "training over the type limit",
+        training().as_deployment(replicas=9),
+        {"max-accelerators", "approval"},
+    ),
+    ("large training needs approval", training().as_job(parallelism=4), {"approval"}),
+    ("large training approved", training().approved().as_job(parallelism=4), set()),
+    (
+        "large training with an unknown approval",
+        training().approved("APR-0000-000").as_job(parallelism=4),
+        {"approval"},
+    ),
+    ("large volcano job", training().as_volcano_job(("worker", 4)), {"approval"}),
+    ("node name", training().node_name("gpu-node-1"), {"node-name"}),
+    # capacity type
+    ("inference tolerating spot", inference().tolerate_spot(), {"capacity-type"}),
+    (
+        "inference pinned to spot",
+        inference().select("karpenter.sh/capacity-type", "spot"),
+        {"capacity-type"},
+    ),
+    ("batch on demand", batch().on_demand(), {"capacity-type"}),
+    ("batch only tolerating spot", batch().on_demand().tolerate_spot(), {"capacity-type"}),
+    ("training on spot with checkpoint", training().on_spot().checkpoint(), set()),
+    # priority class
+    ("no priority class", training().priority(None), {"priority-class"}),
+    (
+        "another type's priority class",
+        notebook().priority("fleetplane-training"),
+        {"priority-class"},
+    ),
+    ("second training class", training().priority("fleetplane-training-high"), set()),
+    # checkpoint
+    ("spot training without checkpoint", training().on_spot(), {"checkpoint"}),
+    (
+        "spot training with a non-uri checkpoint",
+        training().on_spot().checkpoint("later"),
+        {"checkpoint"},
+    ),
+    # idle timeout
+    ("notebook without idle timeout", notebook().idle_timeout(None), {"idle-timeout"}),
+    ("notebook at the maximum idle timeout", notebook().idle_timeout("14400"), set()),
+    ("notebook over the maximum idle timeout", notebook().idle_timeout("14401"), {"idle-timeout"}),
+    # images and privileges, for accelerator and cpu pods alike
+    ("docker hub image", cpu().image("ubuntu:24.04"), {"image-registry"}),
+    ("lookalike registry", cpu().image("nvcr.io.example.com/x"), {"image-registry"}),
+    ("init container image", training().init_container(image="busybox"), {"image-registry"}),
+    ("privileged", training().privileged(), {"privileged"}),
+    ("host network", cpu().host("hostNetwork"), {"host-namespaces"}),
+    ("host pid", cpu().host("hostPID"), {"host-namespaces"}),
+    ("host ipc", cpu().host("hostIPC"), {"host-namespaces"}),
+    ("host path", cpu().host_path(), {"host-path"}),
+    # everything at once: one message per violated rule
+    (
+        "many violations",
+        notebook().gpus(2).priority("x").image("ubuntu").host("hostPID"),
+        {"max-accelerators", "priority-class", "image-registry", "host-namespaces"},
+    ),
+]

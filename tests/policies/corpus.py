@@ -1,0 +1,46 @@
+"""The AdmissionReview corpus: every case of tests/policies/cases.py as a file.
+
+    python -m tests.policies.corpus      # rewrite tests/policies/fixtures/reviews/
+
+Each file is the AdmissionReview the API server would send, with the case name as its uid,
+so a policy diff can name the request that changed. A test keeps the files in step with the
+table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.policies.cases import CASES
+
+REVIEWS = Path(__file__).resolve().parent / "fixtures" / "reviews"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def reviews() -> dict[str, dict[str, Any]]:
+    """File name -> AdmissionReview, for every case."""
+    return {f"{slug(name)}.json": workload.review(uid=slug(name)) for name, workload, _ in CASES}
+
+
+def render(review: dict[str, Any]) -> str:
+    return json.dumps(review, indent=2, sort_keys=True) + "\n"
+
+
+def write(directory: Path = REVIEWS) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    wanted = reviews()
+    for stale in directory.glob("*.json"):
+        if stale.name not in wanted:
+            stale.unlink()
+    for name, review in wanted.items():
+        (directory / name).write_text(render(review))
+
+
+if __name__ == "__main__":
+    write()
