@@ -1,0 +1,352 @@
+"""Idle reclamation: warn, clear a warning, reclaim.
+
+State lives on the pod (`fleetplane.dev/idle-warned-at`, `fleetplane.dev/reclaim-deadline`,
+epoch seconds), so a warning survives restarts and a later pass picks up where the last one
+stopped. Reclaiming picks the least destructive way for the owner (see `decide.workloads.Target`)
+and is done only on an explicit allow from `fleetplane/decisions/reclaim` for every pod of the
+workload. Volcano Jobs have no suspend field: the controller creates a `bus.volcano.sh/v1alpha1`
+Command with action `AbortJob` (Volcano kills the pods and keeps the Job, which can be resumed
+with a `ResumeJob` Command); the Command's name is derived from the warning time, so a repeated
+pass finds it already there instead of aborting twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import labels as keys
+from controller import keys as own
+from controller.act.events import ObjectRef
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
+from controller.decide.workloads import VOLCANO_JOB_API, Target
+from controller.errors import ConflictError, NotFoundError
+from controller.observe.kube import object_path, pod_path
+from controller.observe.model import format_time
+
+CONCERN = "idle"
+
+
+def pod_ref(judgement: PodJudgement) -> ObjectRef:
+    pod = judgement.pod
+    return ObjectRef(
+        api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
+    )
+
+
+def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
+    """Carry out the plan; returns the uids of pods whose workload was reclaimed."""
+    for verdict, count in plan.counts().items():
+        rt.summary.set("idle_pods", count, verdict=verdict)
+    for judgement in plan.judgements:
+        if judgement.verdict == Verdict.NO_EVIDENCE:
+            rt.log.info(
+                "idle.no-evidence", pod=judgement.pod.key, reason=judgement.reason, action="none"
+            )
+        elif judgement.verdict != Verdict.NOT_RUNNING:
+            rt.log.debug(
+                "idle.judged",
+                pod=judgement.pod.key,
+                verdict=judgement.verdict.value,
+                reason=judgement.reason,
+            )
+    for target, reason in plan.held:
+        rt.log.info("idle.held", target=target.key, reason=reason)
+        rt.summary.action(CONCERN, "reclaim", "held")
+    rt.each(plan.clear, lambda j: _guard(rt, "clear", j.pod.key, lambda: clear_warning(rt, j)))
+    rt.each(plan.warn, lambda j: _guard(rt, "warn", j.pod.key, lambda: warn(rt, j)))
+    done = rt.each(
+        plan.reclaim, lambda i: _guard(rt, "reclaim", i.target.key, lambda: reclaim(rt, i))
+    )
+    return {j.pod.uid for item, ok in zip(plan.reclaim, done, strict=True) if ok for j in item.pods}
+
+
+def _guard(rt: Runtime, action: str, target: str, run: Any) -> bool:
+    return bool(rt.guarded(CONCERN, action, target, run))
+
+
+def warn(rt: Runtime, judgement: PodJudgement) -> bool:
+    pod, rule = judgement.pod, judgement.rule
+    assert rule is not None
+    warned_at = int(rt.now)
+    deadline = warned_at + rule.grace_seconds
+    message = (
+        f"{judgement.reason}. It will be reclaimed after {format_time(deadline)} unless its GPUs "
+        f"become busy (utilisation above {rule.util_threshold_percent:g}%)"
+    )
+    if rt.dry_run:
+        rt.would(CONCERN, "warn", pod.key, message)
+        return True
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            # Re-read after a conflict: still not warned inside this window?
+            annotations = (current.get("metadata") or {}).get("annotations") or {}
+            previous = annotations.get(keys.IDLE_WARNED_AT)
+            if (
+                previous
+                and previous.isdigit()
+                and rt.now - rule.window_seconds <= int(previous) <= rt.now
+            ):
+                return None
+        return {
+            "metadata": {
+                "annotations": {
+                    keys.IDLE_WARNED_AT: str(warned_at),
+                    keys.RECLAIM_DEADLINE: str(deadline),
+                }
+            }
+        }
+
+    try:
+        written = patch_fresh(
+            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
+        )
+    except NotFoundError:
+        rt.log.info("idle.warn.gone", pod=pod.key)
+        return False
+    if written is None:
+        rt.log.info("idle.warn.already", pod=pod.key)
+        return False
+    rt.events.emit(pod_ref(judgement), "IdleWarning", message, warning=True)
+    rt.done(CONCERN, "warn", pod.key, judgement.reason, deadline=deadline)
+    return True
+
+
+def clear_warning(rt: Runtime, judgement: PodJudgement) -> bool:
+    pod = judgement.pod
+    message = f"Idle warning cleared: {judgement.reason}"
+    if rt.dry_run:
+        rt.would(CONCERN, "clear", pod.key, message)
+        return True
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            annotations = (current.get("metadata") or {}).get("annotations") or {}
+            if keys.IDLE_WARNED_AT not in annotations and keys.RECLAIM_DEADLINE not in annotations:
+                return None
+        return {
+            "metadata": {"annotations": {keys.IDLE_WARNED_AT: None, keys.RECLAIM_DEADLINE: None}}
+        }
+
+    try:
+        written = patch_fresh(
+            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
+        )
+    except NotFoundError:
+        return False
+    if written is None:
+        return False
+    rt.events.emit(pod_ref(judgement), "IdleWarningCleared", message)
+    rt.done(CONCERN, "clear", pod.key, judgement.reason)
+    return True
+
+
+def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
+    target = item.target
+    reasons: list[str] = []
+    for judgement in item.pods:
+        assert judgement.facts is not None
+        decision = rt.opa.decide(
+            "reclaim",
+            {
+                "pod": judgement.pod.manifest(),
+                "workload_type": judgement.pod.workload_type,
+                "idle": judgement.facts.opa_input(warned_at=judgement.warned_at, now=rt.now),
+            },
+        )
+        if not decision.allow:
+            rt.log.info(
+                "idle.reclaim.denied",
+                target=target.key,
+                pod=judgement.pod.key,
+                reasons=list(decision.reasons),
+            )
+            rt.summary.action(CONCERN, "reclaim", "denied")
+            return False
+        reasons.extend(decision.reasons)
+    why = f"idle GPUs reclaimed ({target.method}): {item.pods[0].reason}"
+    if reasons:
+        why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
+    if rt.dry_run:
+        rt.would(
+            CONCERN,
+            f"reclaim ({target.method})",
+            f"{target.kind} {target.namespace}/{target.name}",
+            why,
+        )
+        return True
+    handler = {
+        "scale-to-zero": _scale_to_zero,
+        "suspend": _suspend_job,
+        "abort": _abort_volcano_job,
+        "delete": _delete_pod,
+    }[target.method]
+    ref = handler(rt, target, item, why)
+    if ref is None:
+        return False
+    if ref.kind != "Pod":  # a bare pod's Event is recorded before it is deleted
+        rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+        for judgement in item.pods:
+            rt.events.emit(pod_ref(judgement), "IdleReclaimed", f"{why} (via {ref})", warning=True)
+    rt.done(CONCERN, "reclaim", target.key, why, method=target.method)
+    return True
+
+
+def _record(why: str, rt: Runtime, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        own.RECLAIMED_AT: str(int(rt.now)),
+        own.RECLAIM_REASON: why[:1000],
+        **(extra or {}),
+    }
+
+
+def _resolve_scalable(rt: Runtime, target: Target) -> tuple[str, str, dict[str, Any]] | None:
+    """Follow Pod → ReplicaSet → Deployment through ownerReferences; (kind, path, object)."""
+    if target.kind == "Deployment" and target.via:
+        rs_path = object_path("apps/v1", "replicasets", target.namespace, target.via)
+        try:
+            rs = rt.kube.get(rs_path)
+        except NotFoundError:
+            return None
+        owner = next(
+            (
+                ref
+                for ref in (rs.get("metadata") or {}).get("ownerReferences") or ()
+                if ref.get("controller") and ref.get("kind") == "Deployment"
+            ),
+            None,
+        )
+        if owner is None:
+            return "ReplicaSet", rs_path, rs
+        path = object_path("apps/v1", "deployments", target.namespace, owner["name"])
+    else:
+        plural = {
+            "Deployment": "deployments",
+            "StatefulSet": "statefulsets",
+            "ReplicaSet": "replicasets",
+        }[target.kind]
+        path = object_path("apps/v1", plural, target.namespace, target.name)
+    try:
+        obj = rt.kube.get(path)
+    except NotFoundError:
+        return None
+    return obj["kind"], path, obj
+
+
+def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+    resolved = _resolve_scalable(rt, target)
+    if resolved is None:
+        rt.log.info("idle.reclaim.gone", target=target.key)
+        return None
+    kind, path, obj = resolved
+    metadata = obj.get("metadata") or {}
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        spec = (current or obj).get("spec") or {}
+        replicas = int(spec.get("replicas", 1))
+        if replicas == 0:
+            return None
+        return {
+            "metadata": {"annotations": _record(why, rt, {own.RECLAIMED_REPLICAS: str(replicas)})},
+            "spec": {"replicas": 0},
+        }
+
+    written = patch_fresh(rt.kube, path, metadata.get("resourceVersion"), build)
+    if written is None:
+        rt.log.info(
+            "idle.reclaim.already", target=f"{kind}/{target.namespace}/{metadata.get('name')}"
+        )
+        return None
+    return ObjectRef(
+        api_version="apps/v1",
+        kind=kind,
+        namespace=target.namespace,
+        name=metadata.get("name", target.name),
+        uid=metadata.get("uid", ""),
+    )
+
+
+def _suspend_job(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+    path = object_path("batch/v1", "jobs", target.namespace, target.name)
+    try:
+        job = rt.kube.get(path)
+    except NotFoundError:
+        return None
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if ((current or job).get("spec") or {}).get("suspend") is True:
+            return None
+        return {"metadata": {"annotations": _record(why, rt)}, "spec": {"suspend": True}}
+
+    if patch_fresh(rt.kube, path, job["metadata"].get("resourceVersion"), build) is None:
+        return None
+    return ObjectRef(
+        api_version="batch/v1",
+        kind="Job",
+        namespace=target.namespace,
+        name=target.name,
+        uid=job["metadata"].get("uid", ""),
+    )
+
+
+def _abort_volcano_job(
+    rt: Runtime, target: Target, item: ReclaimPlan, why: str
+) -> ObjectRef | None:
+    path = object_path(VOLCANO_JOB_API, "jobs", target.namespace, target.name)
+    try:
+        job = rt.kube.get(path)
+    except NotFoundError:
+        return None
+    uid = job["metadata"].get("uid", "")
+    warned = min(int(j.warned_at or rt.now) for j in item.pods)
+    name = f"{target.name[:40]}-idle-{warned}"
+    command = {
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {
+            "name": name,
+            "namespace": target.namespace,
+            "ownerReferences": [
+                {"apiVersion": VOLCANO_JOB_API, "kind": "Job", "name": target.name, "uid": uid}
+            ],
+        },
+        "action": "AbortJob",
+        "target": {"apiVersion": VOLCANO_JOB_API, "kind": "Job", "name": target.name, "uid": uid},
+        "reason": "IdleReclaimed",
+        "message": why[:1000],
+    }
+    try:
+        rt.kube.create(
+            object_path("bus.volcano.sh/v1alpha1", "commands", target.namespace, None), command
+        )
+    except ConflictError:
+        rt.log.info("idle.reclaim.already", target=target.key, command=name)
+        return None
+    patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
+    return ObjectRef(
+        api_version=VOLCANO_JOB_API,
+        kind="Job",
+        namespace=target.namespace,
+        name=target.name,
+        uid=uid,
+    )
+
+
+def _delete_pod(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+    judgement = item.pods[0]
+    ref = pod_ref(judgement)
+    # The Event first: the pod is about to disappear, the Event stays with its name and uid.
+    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    try:
+        rt.kube.delete(
+            pod_path(target.namespace, target.name),
+            {"preconditions": {"uid": judgement.pod.uid}},
+        )
+    except NotFoundError:
+        return None
+    except ConflictError:
+        rt.log.info("idle.reclaim.replaced", target=target.key)
+        return None
+    return ref

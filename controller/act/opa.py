@@ -1,0 +1,95 @@
+"""OPA: the decisions the controller asks for, and the spend document it publishes.
+
+Decisions are `POST /v1/data/fleetplane/decisions/<name>` with `{"input": ...}`; the answer's
+`result` must carry a boolean `allow` and a list of `reasons` (docs/contracts.md). Anything else
+(OPA unreachable, 5xx, an undefined or malformed result) is an error, never an allow. Spend is
+written with opa-python-client's `OpaClient.update_or_create_data` at `fleetplane/spend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+import requests
+
+from controller.errors import PermanentError, TemporaryError
+
+SPEND_PATH = "fleetplane/spend"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allow: bool
+    reasons: tuple[str, ...]
+
+    def because(self) -> str:
+        return "; ".join(self.reasons) or ("allowed" if self.allow else "denied")
+
+
+class Opa:
+    def __init__(self, url: str, *, ca_file: str | None = None, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.ca_file = ca_file
+        self._session = requests.Session()
+        self._verify: bool | str = ca_file or True  # per request: see observe.kube
+        self.requests_made = 0
+
+    def close(self) -> None:
+        self._session.close()
+
+    def decide(self, name: str, input: dict[str, Any]) -> Decision:
+        self.requests_made += 1
+        url = f"{self.url}/v1/data/fleetplane/decisions/{name}"
+        try:
+            response = self._session.post(
+                url,
+                data=orjson.dumps({"input": input}),
+                headers={"Content-Type": "application/json"},
+                timeout=self.timeout,
+                verify=self._verify,
+            )
+        except requests.RequestException as error:
+            raise TemporaryError(f"opa {url}: {error}") from error
+        if response.status_code >= 500:
+            raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
+        if response.status_code != 200:
+            raise PermanentError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
+        result = orjson.loads(response.content).get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("allow"), bool):
+            raise PermanentError(f"opa {url}: no boolean `allow` in the answer (policy loaded?)")
+        reasons = result.get("reasons")
+        return Decision(
+            allow=result["allow"],
+            reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
+        )
+
+    def _client(self) -> Any:
+        from opa_client import OpaClient  # imported when needed: it pulls in aiohttp
+
+        parts = urlsplit(self.url)
+        https = parts.scheme == "https"
+        return OpaClient(
+            host=parts.hostname or "localhost",
+            port=parts.port or (443 if https else 80),
+            ssl=(self.ca_file or True) if https else False,
+            timeout=self.timeout,
+            retries=0,
+        )
+
+    def publish_spend(self, document: dict[str, Any]) -> None:
+        """Replace `data.fleetplane.spend` with the document (team → record)."""
+        self.requests_made += 1
+        try:
+            with self._client() as client:
+                client.update_or_create_data(document, SPEND_PATH)
+        except requests.RequestException as error:
+            raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
+        except Exception as error:  # opa_client raises its own error types
+            name = type(error).__name__
+            if "Connection" in name:
+                raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
+            raise PermanentError(f"opa {self.url}: publishing spend: {name}: {error}") from error

@@ -1,0 +1,232 @@
+"""Preemption: evict the planned victims through the Eviction API, each on an explicit allow.
+
+For each planned preemption, on its best node first: ask `fleetplane/decisions/preempt` for
+every victim of the selection before evicting any (a denied victim is replaced by the next one
+in comparator order, `decide.preempt.select_victims`); then, per victim, annotate why, evict
+(policy/v1 Eviction, so PodDisruptionBudgets hold; the grace period lets it checkpoint), and
+record an Event on the victim and on the preemptor. A 429 means a PodDisruptionBudget forbids
+that eviction now: the annotation is taken back, the victim is excluded and the selection is
+made again from the remaining candidates; when no selection is left the preemption stops and
+waits for a later pass. The next node is tried only while nothing was evicted for this
+preemptor, so victims are never taken on two nodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import partial
+from typing import Any
+
+from controller import keys as own
+from controller.act.events import ObjectRef
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.decide.preempt import (
+    Candidate,
+    NodeOption,
+    Preemption,
+    PreemptPlan,
+    opa_input,
+    select_victims,
+)
+from controller.decide.workloads import team_usage
+from controller.errors import NotFoundError, TooManyRequestsError
+from controller.observe.kube import pod_path
+from controller.observe.model import Pod
+
+CONCERN = "preempt"
+
+
+def _ref(pod: Pod) -> ObjectRef:
+    return ObjectRef(
+        api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
+    )
+
+
+def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
+    rt.summary.set("preemptors", len(plan.preemptions), state="planned")
+    rt.summary.set("preemptors", len(plan.waiting), state="waiting")
+    for pod, reason in plan.waiting:
+        rt.log.info("preempt.waiting", pod=pod.key, reason=reason)
+    usage = team_usage(pods, rt.fleet)
+    for preemption in plan.preemptions:
+        rt.guarded(
+            CONCERN,
+            "preempt",
+            preemption.preemptor.key,
+            partial(_serve, rt, preemption, usage),
+        )
+
+
+def _serve(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, int]]) -> bool:
+    answers: dict[str, Any] = {}
+    for option in preemption.options:
+        evicted = _on_node(rt, preemption, option, usage, answers)
+        if evicted is None:
+            continue  # nothing evicted here: the next node may still do
+        return evicted
+    rt.log.info(
+        "preempt.no-allowed-victims",
+        preemptor=preemption.preemptor.key,
+        reason="policy or disruption budgets refuse every selection on every candidate node",
+    )
+    rt.summary.action(CONCERN, "preempt", "blocked")
+    return False
+
+
+def _on_node(
+    rt: Runtime,
+    preemption: Preemption,
+    option: NodeOption,
+    usage: dict[str, dict[str, int]],
+    answers: dict[str, Any],
+) -> bool | None:
+    """True when the node was made to fit; None when nothing was evicted and another node may
+    be tried; False when it stopped half way (some evicted, the rest refused)."""
+    excluded: set[str] = set()
+    evicted: list[Candidate] = []
+    while True:
+        freed: dict[str, int] = {}
+        for victim in evicted:
+            for r, n in victim.frees.items():
+                freed[r] = freed.get(r, 0) + n
+        need = {r: n - freed.get(r, 0) for r, n in option.need.items()}
+        if all(n <= 0 for n in need.values()):
+            _record_preemptor(rt, preemption, option, evicted)
+            return True
+        remaining = [c for c in option.candidates if c.pod.uid not in excluded and c not in evicted]
+        victims = select_victims(remaining, need)
+        if victims is None:
+            if evicted:
+                rt.log.warning(
+                    "preempt.partial",
+                    preemptor=preemption.preemptor.key,
+                    node=option.node,
+                    evicted=[v.pod.key for v in evicted],
+                    reason="no further victim is allowed; waiting for a later pass",
+                )
+                rt.summary.action(CONCERN, "preempt", "blocked")
+                return False
+            return None
+        denied = False
+        for victim in victims:
+            decision = answers.get(victim.pod.uid)
+            if decision is None:
+                team = victim.team or ""
+                decision = rt.opa.decide(
+                    "preempt", opa_input(preemption, victim, rt.fleet, usage.get(team, {}), rt.now)
+                )
+                answers[victim.pod.uid] = decision
+            if not decision.allow:
+                rt.log.info(
+                    "preempt.victim.denied",
+                    preemptor=preemption.preemptor.key,
+                    victim=victim.pod.key,
+                    reasons=list(decision.reasons),
+                )
+                rt.summary.action(CONCERN, "evict", "denied")
+                excluded.add(victim.pod.uid)
+                denied = True
+        if denied:
+            continue
+        if rt.dry_run:
+            for victim in victims:
+                rt.would(
+                    CONCERN,
+                    "evict",
+                    victim.pod.key,
+                    _why(preemption, victim, option, answers),
+                    node=option.node,
+                )
+            return True
+        for victim in victims:
+            if _evict(rt, preemption, option, victim, answers):
+                evicted.append(victim)
+                team = victim.team or ""
+                for r, n in victim.frees.items():
+                    usage.setdefault(team, {})[r] = usage.get(team, {}).get(r, 0) - n
+            else:
+                excluded.add(victim.pod.uid)
+                break
+
+
+def _why(
+    preemption: Preemption, victim: Candidate, option: NodeOption, answers: dict[str, Any]
+) -> str:
+    decision = answers.get(victim.pod.uid)
+    policy = f"; policy: {decision.because()}" if decision else ""
+    return (
+        f"preempted on {option.node} for {preemption.preemptor.key} (priority "
+        f"{preemption.priority}, pending {preemption.pending_seconds:.0f}s, needs "
+        f"{', '.join(f'{n} {r}' for r, n in preemption.demand.items())}); this pod had the least "
+        f"work to lose: {victim.seconds_since_checkpoint:.0f}s since its last checkpoint, priority "
+        f"{victim.priority}, {victim.devices} device(s){policy}"
+    )
+
+
+def _evict(
+    rt: Runtime,
+    preemption: Preemption,
+    option: NodeOption,
+    victim: Candidate,
+    answers: dict[str, Any],
+) -> bool:
+    pod = victim.pod
+    why = _why(preemption, victim, option, answers)
+    path = pod_path(pod.namespace, pod.name)
+    note = {
+        own.PREEMPTED_BY: preemption.preemptor.key,
+        own.PREEMPTED_AT: str(int(rt.now)),
+        own.PREEMPTION_REASON: why[:1000],
+    }
+    try:
+        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": note}})
+    except NotFoundError:
+        return True  # already gone: its devices are free
+    grace = rt.settings.eviction_grace_seconds
+    try:
+        rt.kube.evict(pod.namespace, pod.name, grace_seconds=grace)
+    except TooManyRequestsError as error:
+        rt.log.info("preempt.evict.blocked", victim=pod.key, reason=f"disruption budget: {error}")
+        rt.summary.action(CONCERN, "evict", "blocked")
+        with contextlib.suppress(NotFoundError):
+            patch_fresh(
+                rt.kube, path, None, lambda _: {"metadata": {"annotations": dict.fromkeys(note)}}
+            )
+        return False
+    except NotFoundError:
+        return True
+    rt.events.emit(_ref(pod), "Preempted", why, warning=True)
+    rt.events.emit(
+        _ref(preemption.preemptor),
+        "PreemptedForThis",
+        f"evicted {pod.key} on {option.node} to make room: {why}",
+    )
+    rt.done(CONCERN, "evict", pod.key, why, preemptor=preemption.preemptor.key, node=option.node)
+    return True
+
+
+def _record_preemptor(
+    rt: Runtime, preemption: Preemption, option: NodeOption, evicted: list[Candidate]
+) -> None:
+    if rt.dry_run or not evicted:
+        return
+    pod = preemption.preemptor
+    victims = ",".join(v.pod.key for v in evicted)
+    try:
+        patch_fresh(
+            rt.kube,
+            pod_path(pod.namespace, pod.name),
+            None,
+            lambda _: {
+                "metadata": {
+                    "annotations": {
+                        own.PREEMPTION_VICTIMS: f"{option.node}:{victims}"[:1000],
+                        own.PREEMPTED_AT: str(int(rt.now)),
+                    }
+                }
+            },
+        )
+    except NotFoundError:
+        return
+    rt.done(CONCERN, "preempt", pod.key, f"room made on {option.node} by evicting {victims}")

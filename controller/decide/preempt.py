@@ -1,0 +1,422 @@
+"""Priority preemption: for each workload kept waiting by lower-priority or over-quota work, the
+node and the victims that free its accelerators with the least work lost.
+
+Who may wait for preemption (a *preemptor*): a pod that requests accelerators, is unscheduled
+with PodScheduled=False/Unschedulable for at least `preemption_pending_seconds`, and is not
+being deleted. Preemptors are served highest priority first, then longest waiting.
+
+Who may be a *victim* on a node (`eligible`): a running pod holding a needed accelerator, not
+exempt, preemptible (label, else its type's default), past its type's `min_runtime_seconds`, and
+either of strictly lower priority than the preemptor, or, when the preemptor's team is inside
+its guaranteed quota, of a team above its own guarantee. Across teams the victim's team must
+keep at least its guaranteed quota after losing it. A pod whose PodDisruptionBudget allows no
+disruption right now is skipped (the Eviction API would refuse it).
+
+Victim order is one comparator, `victim_order`, with numbered tie-breakers:
+
+1. least time since the last checkpoint first (`fleetplane.dev/last-checkpoint`, epoch
+   seconds; without one, all the time since the pod started is at stake);
+2. then lower priority first;
+3. then fewer accelerators first (less work lost when the times are equal);
+4. then namespace and name, so the order is total and a pass is reproducible.
+
+Victims are taken in that order until the node fits the preemptor, then any victim not needed
+after all is dropped again (latest first), so no more victims than needed are chosen. The node
+needing the fewest victims wins (then the least work lost, then the name). Capacity freed by
+pods already terminating counts as free, so a pass after a partial or interrupted one does not
+evict more than needed. Everything here is decided on the snapshot; `act.preempt` asks OPA for
+every victim and evicts through the Eviction API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from components import labels as keys
+from controller.config import FleetView
+from controller.decide.workloads import annotation_number, families, preemptible, team_usage
+from controller.observe.model import DisruptionBudget, Node, Pod, family
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    pod: Pod
+    priority: int
+    team: str | None
+    frees: dict[str, int]
+    running_seconds: float
+    seconds_since_checkpoint: float
+
+    @property
+    def devices(self) -> int:
+        return sum(self.frees.values())
+
+    @property
+    def work_lost(self) -> float:
+        return self.seconds_since_checkpoint * self.devices
+
+
+def victim_order(candidate: Candidate) -> tuple[Any, ...]:
+    """The one victim comparator (see the module doc for the numbered tie-breakers)."""
+    return (
+        candidate.seconds_since_checkpoint,
+        candidate.priority,
+        candidate.devices,
+        candidate.pod.namespace,
+        candidate.pod.name,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeOption:
+    node: str
+    need: dict[str, int]
+    candidates: tuple[Candidate, ...]
+    victims: tuple[Candidate, ...]
+
+    @property
+    def work_lost(self) -> float:
+        return sum(v.work_lost for v in self.victims)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preemption:
+    preemptor: Pod
+    priority: int
+    team: str | None
+    pending_seconds: float
+    demand: dict[str, int]
+    options: tuple[NodeOption, ...]
+    """Nodes where victims can make room, best first; the first is the plan."""
+
+
+@dataclass(kw_only=True)
+class PreemptPlan:
+    preemptions: list[Preemption] = field(default_factory=list)
+    waiting: list[tuple[Pod, str]] = field(default_factory=list)
+
+
+# --- scheduling constraints ------------------------------------------------------------------
+
+
+def tolerates(pod: Pod, taint: dict[str, Any]) -> bool:
+    if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+        return True
+    for toleration in pod.tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if not toleration.get("key") and toleration.get("operator") == "Exists":
+            return True
+        if toleration.get("key") != taint.get("key"):
+            continue
+        if toleration.get("operator") == "Exists":
+            return True
+        if toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _term_matches(term: dict[str, Any], labels: dict[str, str]) -> bool:
+    for expression in term.get("matchExpressions") or ():
+        key, operator = expression.get("key", ""), expression.get("operator")
+        values = expression.get("values") or []
+        value = labels.get(key)
+        if operator == "In" and value not in values:
+            return False
+        if operator == "NotIn" and value in values:
+            return False
+        if operator == "Exists" and value is None:
+            return False
+        if operator == "DoesNotExist" and value is not None:
+            return False
+        if operator in ("Gt", "Lt"):
+            try:
+                number, bound = int(value or ""), int(values[0])
+            except (ValueError, IndexError):
+                return False
+            if (operator == "Gt" and not number > bound) or (
+                operator == "Lt" and not number < bound
+            ):
+                return False
+    return not term.get("matchFields")
+
+
+def fits(pod: Pod, node: Node) -> bool:
+    """Whether the pod may run on the node, accelerators aside: Ready, schedulable, taints
+    tolerated, node selector and required node affinity satisfied, the resources present.
+    (CPU and memory are not modelled: accelerators are the scarce resource here.)"""
+    if not node.ready or node.unschedulable:
+        return False
+    if any(node.allocatable.get(r, 0) < n for r, n in pod.demand.items()):
+        return False
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_affinity and not any(
+        _term_matches(term, node.labels) for term in pod.required_affinity
+    ):
+        return False
+    return all(tolerates(pod, taint) for taint in node.taints)
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+
+def select_victims(
+    candidates: tuple[Candidate, ...] | list[Candidate], need: dict[str, int]
+) -> list[Candidate] | None:
+    """Victims in comparator order until `need` is met, then the unneeded ones dropped again;
+    None when all of them together are not enough."""
+    need = {r: n for r, n in need.items() if n > 0}
+    if not need:
+        return []
+    chosen: list[Candidate] = []
+    freed: dict[str, int] = {}
+
+    def enough(freed: dict[str, int]) -> bool:
+        return all(freed.get(r, 0) >= n for r, n in need.items())
+
+    for candidate in candidates:
+        if not any(candidate.frees.get(r, 0) for r in need):
+            continue
+        chosen.append(candidate)
+        for r, n in candidate.frees.items():
+            freed[r] = freed.get(r, 0) + n
+        if enough(freed):
+            break
+    else:
+        return None
+    for candidate in reversed(list(chosen)):
+        without = {r: freed.get(r, 0) - candidate.frees.get(r, 0) for r in freed}
+        if enough(without):
+            chosen.remove(candidate)
+            freed = without
+    return sorted(chosen, key=victim_order)
+
+
+def _pdb_blocks(pod: Pod, pdbs: list[DisruptionBudget]) -> DisruptionBudget | None:
+    return next((b for b in pdbs if b.disruptions_allowed <= 0 and b.selects(pod)), None)
+
+
+@dataclass(kw_only=True)
+class _Ledger:
+    """What earlier preemptions of this pass already took or reserved."""
+
+    free: dict[str, dict[str, int]]
+    usage: dict[str, dict[str, int]]
+    evicted: set[str] = field(default_factory=set)
+
+
+def plan_preemption(
+    pods: list[Pod],
+    nodes: dict[str, Node],
+    pdbs: list[DisruptionBudget],
+    fleet: FleetView,
+    priority_of: Any,
+    now: float,
+    *,
+    pending_seconds: float,
+    freeing: set[str] | frozenset[str] = frozenset(),
+) -> PreemptPlan:
+    """`priority_of(pod)`: the pod's priority (spec.priority, else its PriorityClass value).
+    `freeing`: uids of pods this pass already removes (e.g. idle reclaims)."""
+    plan = PreemptPlan()
+    by_node: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.node_name and not pod.terminal:
+            by_node.setdefault(pod.node_name, []).append(pod)
+    free: dict[str, dict[str, int]] = {}
+    for name, node in nodes.items():
+        left = dict(node.allocatable)
+        for pod in by_node.get(name, ()):
+            if pod.deleting or pod.uid in freeing:
+                continue
+            for r, n in pod.demand.items():
+                left[r] = left.get(r, 0) - n
+        free[name] = left
+    ledger = _Ledger(free=free, usage=team_usage(pods, fleet))
+
+    waiting = [
+        p
+        for p in pods
+        if not p.node_name and p.phase == "Pending" and not p.deleting and p.unschedulable_since
+    ]
+    waiting.sort(key=lambda p: (-priority_of(p), p.unschedulable_since, p.namespace, p.name))
+    for pod in waiting:
+        assert pod.unschedulable_since is not None
+        pending = now - pod.unschedulable_since
+        if pending < pending_seconds:
+            plan.waiting.append(
+                (pod, f"pending {pending:.0f}s, preempts after {pending_seconds:.0f}s")
+            )
+            continue
+        preemption, why = _plan_one(
+            pod, pending, nodes, by_node, pdbs, fleet, priority_of, now, ledger
+        )
+        if preemption is None:
+            plan.waiting.append((pod, why))
+            continue
+        plan.preemptions.append(preemption)
+        chosen = preemption.options[0]
+        for victim in chosen.victims:
+            ledger.evicted.add(victim.pod.uid)
+            for r, n in victim.frees.items():
+                ledger.free[chosen.node][r] = ledger.free[chosen.node].get(r, 0) + n
+            if victim.team:
+                held = ledger.usage.setdefault(victim.team, {})
+                for fam, n in families(victim.pod).items():
+                    held[fam] = held.get(fam, 0) - n
+        for r, n in pod.demand.items():
+            ledger.free[chosen.node][r] = ledger.free[chosen.node].get(r, 0) - n
+    return plan
+
+
+def _plan_one(
+    pod: Pod,
+    pending: float,
+    nodes: dict[str, Node],
+    by_node: dict[str, list[Pod]],
+    pdbs: list[DisruptionBudget],
+    fleet: FleetView,
+    priority_of: Any,
+    now: float,
+    ledger: _Ledger,
+) -> tuple[Preemption | None, str]:
+    priority = priority_of(pod)
+    team = fleet.namespaces.get(pod.namespace)
+    demand_families = families(pod)
+    inside_guarantee = False
+    if team is not None:
+        guaranteed = fleet.teams[team].guaranteed
+        held = ledger.usage.get(team, {})
+        inside_guarantee = all(
+            held.get(fam, 0) + n <= guaranteed.get(fam, 0) for fam, n in demand_families.items()
+        )
+    options: list[NodeOption] = []
+    for name in sorted(nodes):
+        node = nodes[name]
+        if not fits(pod, node):
+            continue
+        need = {r: n - ledger.free[name].get(r, 0) for r, n in pod.demand.items()}
+        if all(n <= 0 for n in need.values()):
+            return None, f"fits on {name} once pods already terminating are gone"
+        candidates = sorted(
+            (
+                c
+                for victim in by_node.get(name, ())
+                if (
+                    c := _candidate(
+                        victim,
+                        pod,
+                        priority,
+                        team,
+                        inside_guarantee,
+                        fleet,
+                        pdbs,
+                        priority_of,
+                        now,
+                        ledger,
+                    )
+                )
+                is not None
+            ),
+            key=victim_order,
+        )
+        victims = select_victims(candidates, need)
+        if victims is None:
+            continue
+        options.append(
+            NodeOption(node=name, need=need, candidates=tuple(candidates), victims=tuple(victims))
+        )
+    if not options:
+        return None, "no node where preemptible lower-priority or over-quota work would make room"
+    options.sort(key=lambda o: (len(o.victims), o.work_lost, o.node))
+    return (
+        Preemption(
+            preemptor=pod,
+            priority=priority,
+            team=team,
+            pending_seconds=pending,
+            demand=dict(pod.demand),
+            options=tuple(options),
+        ),
+        "planned",
+    )
+
+
+def _candidate(
+    victim: Pod,
+    preemptor: Pod,
+    priority: int,
+    team: str | None,
+    inside_guarantee: bool,
+    fleet: FleetView,
+    pdbs: list[DisruptionBudget],
+    priority_of: Any,
+    now: float,
+    ledger: _Ledger,
+) -> Candidate | None:
+    if victim.deleting or victim.terminal or victim.uid in ledger.evicted or victim.exempt:
+        return None
+    if victim.phase != "Running":
+        return None
+    frees = {r: n for r, n in victim.demand.items() if r in preemptor.demand}
+    if not frees or not preemptible(victim, fleet):
+        return None
+    wt = fleet.workload_types.get(victim.workload_type or "")
+    if wt is None:
+        return None
+    started = victim.started if victim.started is not None else victim.created
+    running = max(0.0, now - started)
+    if running < wt.min_runtime_seconds:
+        return None
+    victim_priority = priority_of(victim)
+    victim_team = fleet.namespaces.get(victim.namespace)
+    if victim_team != team:
+        if victim_team is None:
+            return None
+        guaranteed = fleet.teams[victim_team].guaranteed
+        held = ledger.usage.get(victim_team, {})
+        if any(
+            held.get(fam, 0) - n < guaranteed.get(fam, 0) for fam, n in families(victim).items()
+        ):
+            return None
+    by_priority = victim_priority < priority
+    by_quota = inside_guarantee and victim_team != team
+    if not (by_priority or by_quota):
+        return None
+    if _pdb_blocks(victim, pdbs) is not None:
+        return None
+    checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
+    since = now - checkpoint if checkpoint is not None and checkpoint <= now else running
+    return Candidate(
+        pod=victim,
+        priority=victim_priority,
+        team=victim_team,
+        frees=frees,
+        running_seconds=running,
+        seconds_since_checkpoint=max(0.0, min(since, running)),
+    )
+
+
+def opa_input(
+    preemption: Preemption, victim: Candidate, fleet: FleetView, usage: dict[str, int], now: float
+) -> dict[str, Any]:
+    """The preempt decision input (docs/contracts.md)."""
+    return {
+        "preemptor": {
+            "pod": preemption.preemptor.manifest(),
+            "workload_type": preemption.preemptor.workload_type,
+            "priority": preemption.priority,
+            "pending_seconds": int(preemption.pending_seconds),
+        },
+        "victim": {
+            "pod": victim.pod.manifest(),
+            "workload_type": victim.pod.workload_type,
+            "priority": victim.priority,
+            "running_seconds": int(victim.running_seconds),
+            "seconds_since_checkpoint": int(victim.seconds_since_checkpoint),
+            "team_usage": {family(r): n for r, n in usage.items()},
+        },
+        "now": int(now),
+    }

@@ -1,0 +1,256 @@
+"""Month-to-date accelerator spend per team, and the accumulator that remembers deleted pods.
+
+Cost of one pod = devices * price per device-hour * hours, where
+- devices: the pod's demand of the node's model resource (whole devices; MIG devices are
+  priced as whole GPUs, an upper bound);
+- price: `models.<model>.price_per_hour_usd[<capacity type>]`, the model found from the
+  node's labels (`node_label`/`label_value`), the capacity type from the node;
+- hours: from the pod's start (startTime, else its PodScheduled time) clipped to the start
+  of the month (UTC), to its end (last container termination for a finished pod, else now).
+
+The API forgets pods once they are deleted, so a team's month-to-date spend cannot be
+recomputed from the API alone. Each team keeps an accumulator, as compact JSON in the
+annotation `fleetplane.dev/spend` on its first namespace:
+
+    {"v":1,"month":"2026-11","gone":1234.5,"pods":{"<uid>":12.3,...},"alerts":["warn"]}
+
+- `pods`: the cost so far of every team pod that was in the API at the last pass (uid → USD);
+- `gone`: the cost of pods that have left the API this month.
+
+Each pass: pods in `pods` but no longer in the API move their last known cost into `gone`;
+`pods` becomes the cost of the pods in the API now; spend = gone + Σ pods. Writing `gone` and
+`pods` in one annotation update keeps this idempotent: a pass that runs twice, or after a
+crash, folds each deleted pod exactly once. A pod deleted between two passes is counted up to
+the last pass that saw it (at most one period short). A new month starts from zero (pods still
+running are clipped to the month start). The map holds the team's accelerator pods present in
+the API, which the team's quota bounds; it is capped at `MAX_TRACKED_PODS` entries, keeping the
+most expensive, so the annotation stays far below the API's 256 KiB limit (about 25 bytes an
+entry); a pod dropped by the cap and deleted later is not counted (logged).
+
+`alerts` remembers which budget thresholds (`warn`, `deny`) were announced this month, so the
+Event on the team namespace fires once per month per threshold.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from controller.config import FleetView, Model
+from controller.observe.model import Node, Pod
+
+MAX_TRACKED_PODS = 4000
+THRESHOLDS = ("warn", "deny")
+
+
+@functools.lru_cache(maxsize=16)
+def month_of(now: float) -> str:
+    return dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m")
+
+
+@functools.lru_cache(maxsize=16)
+def month_start(now: float) -> float:
+    moment = dt.datetime.fromtimestamp(now, dt.UTC)
+    return dt.datetime(moment.year, moment.month, 1, tzinfo=dt.UTC).timestamp()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accumulator:
+    month: str
+    gone_usd: float = 0.0
+    pods: dict[str, float] = field(default_factory=dict)
+    alerts: tuple[str, ...] = ()
+
+    def encode(self) -> str:
+        return orjson.dumps(
+            {
+                "v": 1,
+                "month": self.month,
+                "gone": round(self.gone_usd, 4),
+                "pods": {uid: round(usd, 4) for uid, usd in sorted(self.pods.items())},
+                "alerts": list(self.alerts),
+            }
+        ).decode()
+
+    @classmethod
+    def decode(cls, text: str | None) -> Accumulator | None:
+        """None for a missing or unreadable annotation (the team then starts from the API)."""
+        if not text:
+            return None
+        try:
+            raw = orjson.loads(text)
+            return cls(
+                month=str(raw["month"]),
+                gone_usd=float(raw.get("gone", 0.0)),
+                pods={str(k): float(v) for k, v in (raw.get("pods") or {}).items()},
+                alerts=tuple(str(a) for a in raw.get("alerts") or ()),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodCost:
+    pod: Pod
+    team: str
+    model: str
+    capacity_type: str
+    devices: int
+    hours: float
+    usd: float
+
+
+def pod_cost(pod: Pod, node: Node | None, fleet: FleetView, now: float) -> PodCost | None:
+    """The pod's cost this month, or None when it ran on no priced accelerator node."""
+    team = fleet.namespaces.get(pod.namespace)
+    if team is None or node is None or not pod.node_name:
+        return None
+    model: Model | None = fleet.model_of_node(node.labels)
+    if model is None:
+        return None
+    devices = sum(n for r, n in pod.demand.items() if r == model.resource) or (
+        sum(pod.demand.values()) if model.resource == "nvidia.com/gpu" else 0
+    )
+    price = model.price_per_hour_usd.get(node.capacity_type)
+    start = pod.started
+    if devices <= 0 or price is None or start is None:
+        return None
+    end = pod.finished if pod.finished is not None else now
+    start = max(start, month_start(now))
+    hours = max(0.0, min(end, now) - start) / 3600.0
+    return PodCost(
+        pod=pod,
+        team=team,
+        model=model.name,
+        capacity_type=node.capacity_type,
+        devices=devices,
+        hours=hours,
+        usd=devices * price * hours,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamSpend:
+    team: str
+    month: str
+    usd: float
+    budget_usd: float
+    live_usd: float
+    gone_usd: float
+    folded_pods: int
+    accumulator: Accumulator
+    previous: Accumulator | None
+    crossed: tuple[str, ...]
+    dropped_by_cap: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return self.usd / self.budget_usd if self.budget_usd > 0 else float("inf")
+
+    def opa_record(self, now: float) -> dict[str, Any]:
+        return {"month": self.month, "usd": round(self.usd, 2), "updated_at": int(now)}
+
+
+def team_spend(
+    team: str,
+    costs: list[PodCost],
+    previous: Accumulator | None,
+    *,
+    budget_usd: float,
+    warn_ratio: float,
+    deny_ratio: float,
+    now: float,
+) -> TeamSpend:
+    """Fold the previous accumulator with the pods in the API now (see the module doc)."""
+    month = month_of(now)
+    carried = previous if previous is not None and previous.month == month else None
+    live: dict[str, float] = {}
+    for cost in costs:
+        live[cost.pod.uid] = live.get(cost.pod.uid, 0.0) + cost.usd
+    gone = carried.gone_usd if carried else 0.0
+    folded = 0
+    if carried:
+        for uid, usd in carried.pods.items():
+            if uid in live:
+                # A pod's cost only grows; never forget what an earlier pass saw.
+                live[uid] = max(live[uid], usd)
+            else:
+                gone += usd
+                folded += 1
+    dropped = 0
+    if len(live) > MAX_TRACKED_PODS:
+        kept = sorted(live.items(), key=lambda item: item[1], reverse=True)[:MAX_TRACKED_PODS]
+        dropped = len(live) - len(kept)
+        tracked = dict(kept)
+    else:
+        tracked = live
+    usd = gone + sum(live.values())
+    alerts = set(carried.alerts if carried else ())
+    crossed = []
+    for name, ratio in (("warn", warn_ratio), ("deny", deny_ratio)):
+        if budget_usd >= 0 and usd > ratio * budget_usd and name not in alerts:
+            crossed.append(name)
+            alerts.add(name)
+    return TeamSpend(
+        team=team,
+        month=month,
+        usd=usd,
+        budget_usd=budget_usd,
+        live_usd=sum(live.values()),
+        gone_usd=gone,
+        folded_pods=folded,
+        accumulator=Accumulator(
+            month=month,
+            gone_usd=gone,
+            pods=tracked,
+            alerts=tuple(a for a in THRESHOLDS if a in alerts),
+        ),
+        previous=previous,
+        crossed=tuple(crossed),
+        dropped_by_cap=dropped,
+    )
+
+
+@dataclass(kw_only=True)
+class SpendPlan:
+    teams: dict[str, TeamSpend]
+    home: dict[str, str | None]
+    """Namespace holding each team's accumulator: its first namespace that exists."""
+    costs: dict[str, list[PodCost]]
+    """The cost of each team's pods in the API now (to fold again after a write conflict)."""
+
+
+def plan_spend(
+    pods: list[Pod],
+    nodes: dict[str, Node],
+    namespaces: dict[str, Any],
+    fleet: FleetView,
+    accumulators: dict[str, Accumulator | None],
+    now: float,
+) -> SpendPlan:
+    costs: dict[str, list[PodCost]] = {name: [] for name in fleet.teams}
+    for pod in pods:
+        cost = pod_cost(pod, nodes.get(pod.node_name or ""), fleet, now)
+        if cost is not None and cost.team in costs:
+            costs[cost.team].append(cost)
+    teams = {
+        name: team_spend(
+            name,
+            costs[name],
+            accumulators.get(name),
+            budget_usd=team.monthly_budget_usd,
+            warn_ratio=fleet.warn_ratio,
+            deny_ratio=fleet.deny_ratio,
+            now=now,
+        )
+        for name, team in fleet.teams.items()
+    }
+    home = {
+        name: next((ns for ns in team.namespaces if ns in namespaces), None)
+        for name, team in fleet.teams.items()
+    }
+    return SpendPlan(teams=teams, home=home, costs=costs)

@@ -1,0 +1,129 @@
+"""Facts about workloads shared by the decisions: what a pod belongs to, how it is reclaimed,
+whether it may be preempted, and what a team holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components import labels as keys
+from controller.config import FleetView
+from controller.observe.model import Pod, family
+
+VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """The object a reclaim acts on, and how (least destructive first).
+
+    method: `scale-to-zero` (Deployment, StatefulSet, a ReplicaSet without a Deployment),
+    `suspend` (batch Job), `abort` (Volcano Job, through a bus.volcano.sh Command), `delete`
+    (a bare pod), or `unsupported` (any other owner: a DaemonSet would recreate its pod).
+    via: for a Deployment, the ReplicaSet the pod names (act confirms the ownership chain).
+    """
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    method: str
+    via: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def reclaim_target(pod: Pod) -> Target:
+    owner = pod.owner
+    ns = pod.namespace
+    if owner is None:
+        return Target(api_version="v1", kind="Pod", namespace=ns, name=pod.name, method="delete")
+    if owner.kind == "ReplicaSet":
+        template_hash = pod.labels.get("pod-template-hash")
+        if template_hash and owner.name.endswith(f"-{template_hash}"):
+            return Target(
+                api_version="apps/v1",
+                kind="Deployment",
+                namespace=ns,
+                name=owner.name[: -len(template_hash) - 1],
+                method="scale-to-zero",
+                via=owner.name,
+            )
+        return Target(
+            api_version="apps/v1",
+            kind="ReplicaSet",
+            namespace=ns,
+            name=owner.name,
+            method="scale-to-zero",
+        )
+    if owner.kind == "StatefulSet":
+        return Target(
+            api_version="apps/v1",
+            kind="StatefulSet",
+            namespace=ns,
+            name=owner.name,
+            method="scale-to-zero",
+        )
+    if owner.kind == "Job" and owner.api_version.startswith("batch/"):
+        return Target(
+            api_version="batch/v1", kind="Job", namespace=ns, name=owner.name, method="suspend"
+        )
+    if owner.kind == "Job" and owner.api_version == VOLCANO_JOB_API:
+        return Target(
+            api_version=VOLCANO_JOB_API,
+            kind="VolcanoJob",
+            namespace=ns,
+            name=owner.name,
+            method="abort",
+        )
+    return Target(
+        api_version=owner.api_version,
+        kind=owner.kind,
+        namespace=ns,
+        name=owner.name,
+        method="unsupported",
+    )
+
+
+def preemptible(pod: Pod, fleet: FleetView) -> bool:
+    """The `fleetplane.dev/preemptible` label wins; else the workload type's default; a pod
+    without a known type is not preemptible."""
+    label = pod.labels.get(keys.PREEMPTIBLE)
+    if label in ("true", "false"):
+        return label == "true"
+    wt = fleet.workload_types.get(pod.workload_type or "")
+    return bool(wt and wt.preemptible)
+
+
+def families(pod: Pod) -> dict[str, int]:
+    """Devices per family (MIG devices count as GPUs)."""
+    out: dict[str, int] = {}
+    for resource, n in pod.demand.items():
+        out[family(resource)] = out.get(family(resource), 0) + n
+    return out
+
+
+def team_usage(pods: list[Pod], fleet: FleetView) -> dict[str, dict[str, int]]:
+    """Devices per family held by each team's scheduled, non-terminal pods."""
+    usage: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if not pod.node_name or pod.terminal:
+            continue
+        team = fleet.namespaces.get(pod.namespace)
+        if team is None:
+            continue
+        held = usage.setdefault(team, {})
+        for fam, n in families(pod).items():
+            held[fam] = held.get(fam, 0) + n
+    return usage
+
+
+def annotation_number(pod: Pod, key: str) -> float | None:
+    value = pod.annotations.get(key)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None

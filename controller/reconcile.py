@@ -1,0 +1,248 @@
+"""One reconcile pass: lease → observe → decide → act → summary.
+
+`run_pass` is the library entry point (the command line and the tests call it). Concerns run in
+the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged and
+counted and the next concern still runs, while a failure to observe stops the pass (no
+evidence, no action). Preemption treats the pods idle reclamation removed in this pass as
+already freed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TextIO
+
+from controller import keys as own
+from controller.act.events import EventRecorder
+from controller.act.idle import act_on_idle
+from controller.act.opa import Opa
+from controller.act.preempt import act_on_preemption
+from controller.act.runtime import Runtime
+from controller.act.spend import act_on_spend
+from controller.config import FleetView, Settings
+from controller.decide.idle import EvidenceRules, plan_idle
+from controller.decide.preempt import plan_preemption
+from controller.decide.spend import Accumulator, plan_spend
+from controller.errors import ControllerError, InjectedFault, LeaseHeldError, TemporaryError
+from controller.lease import Lease, held
+from controller.log import Log
+from controller.observe.kube import KubeClient
+from controller.observe.metrics import PodEvidence, Prometheus
+from controller.observe.snapshot import Snapshot, take_snapshot
+from controller.summary import Summary
+
+CONCERNS = ("idle", "spend", "preempt")
+
+
+@dataclass(kw_only=True)
+class Hooks:
+    """Test seams. after_observe: called with the snapshot before any decision (a test can
+    change the cluster here to provoke a conflict). after_action: called after every side effect
+    with its name (a test can raise `InjectedFault` to simulate a run killed half way)."""
+
+    after_observe: Callable[[Snapshot], None] | None = None
+    after_action: Callable[[str], None] | None = None
+
+
+def run_pass(
+    *,
+    kube: KubeClient,
+    fleet: FleetView,
+    settings: Settings,
+    concerns: tuple[str, ...] = CONCERNS,
+    now: float | None = None,
+    hooks: Hooks | None = None,
+    out: TextIO | None = None,
+    log: Log | None = None,
+) -> Summary:
+    log = log or Log()
+    out = out or sys.stdout
+    hooks = hooks or Hooks()
+    summary = Summary(dry_run=settings.dry_run)
+    opa = Opa(
+        settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
+    )
+    prometheus = Prometheus(settings.prometheus_url, timeout=settings.request_timeout_seconds)
+    requests_before = kube.requests_made
+    lease = (
+        None
+        if settings.dry_run
+        else Lease(
+            kube,
+            namespace=settings.lease_namespace,
+            name=settings.lease_name,
+            seconds=settings.lease_seconds,
+            log=log,
+        )
+    )
+    log.info("pass.start", concerns=list(concerns), dry_run=settings.dry_run)
+    try:
+        with held(lease):
+            _run(
+                kube,
+                fleet,
+                settings,
+                concerns,
+                now,
+                hooks,
+                out,
+                log,
+                summary,
+                opa,
+                prometheus,
+                lease,
+            )
+    except LeaseHeldError as error:
+        summary.skipped = str(error)
+        log.info("pass.skipped", reason=str(error))
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        summary.error("observe", kind)
+        log.error("pass.failed", error=str(error), kind=kind)
+    finally:
+        opa.close()
+        prometheus.close()
+    summary.finish(kube.requests_made - requests_before)
+    summary.set("service_requests", prometheus.requests_made, service="prometheus")
+    summary.set("service_requests", opa.requests_made, service="opa")
+    log.info("pass.summary", **summary.as_dict())
+    return summary
+
+
+def _run(
+    kube: KubeClient,
+    fleet: FleetView,
+    settings: Settings,
+    concerns: tuple[str, ...],
+    now: float | None,
+    hooks: Hooks,
+    out: TextIO,
+    log: Log,
+    summary: Summary,
+    opa: Opa,
+    prometheus: Prometheus,
+    lease: Lease | None,
+) -> None:
+    phase = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal phase
+        summary.set("phase_seconds", round(time.monotonic() - phase, 3), phase=name)
+        phase = time.monotonic()
+
+    clock = time.time() if now is None else now
+    # DCGM evidence does not depend on the snapshot: fetch it while the snapshot is taken.
+    with ThreadPoolExecutor(max_workers=1) as background:
+        evidence = (
+            background.submit(_evidence, fleet, prometheus, clock) if "idle" in concerns else None
+        )
+        snapshot = take_snapshot(kube, log=log)
+        found = evidence.result() if evidence is not None else None
+    lap("observe")
+    summary.set("observed", len(snapshot.nodes), kind="nodes")
+    summary.set("observed", len(snapshot.pods), kind="accelerator_pods")
+    summary.set("observed", len(snapshot.volcano), kind="volcano_objects")
+    if hooks.after_observe:
+        hooks.after_observe(snapshot)
+    rt = Runtime(
+        kube=kube,
+        opa=opa,
+        fleet=fleet,
+        settings=settings,
+        now=clock,
+        summary=summary,
+        events=EventRecorder(kube, dry_run=settings.dry_run, log=log),
+        log=log,
+        out=out,
+        after_action=hooks.after_action,
+        namespaces=snapshot.namespaces,
+    )
+    freed: set[str] = set()
+    if "idle" in concerns:
+        assert found is not None
+        freed = _idle(rt, snapshot, found)
+        if lease:
+            lease.renew()
+        lap("idle")
+    if "spend" in concerns:
+        _spend(rt, snapshot)
+        if lease:
+            lease.renew()
+        lap("spend")
+    if "preempt" in concerns:
+        _preempt(rt, snapshot, freed)
+        lap("preempt")
+
+
+Evidence = dict[int, dict[tuple[str, str], PodEvidence]]
+
+
+def _evidence(fleet: FleetView, prometheus: Prometheus, now: float) -> Evidence | ControllerError:
+    windows = {wt.idle.window_seconds for wt in fleet.workload_types.values() if wt.idle}
+    try:
+        return prometheus.evidence_for_windows(windows, now)
+    except ControllerError as error:
+        return error
+
+
+def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) -> set[str]:
+    if isinstance(found, ControllerError):
+        kind = "temporary" if isinstance(found, TemporaryError) else "permanent"
+        rt.summary.error("idle", kind)
+        rt.log.error(
+            "idle.metrics-unavailable",
+            error=str(found),
+            kind=kind,
+            consequence="no evidence: nothing is warned or reclaimed in this pass",
+        )
+        return set()
+    evidence = found
+    rules = EvidenceRules(
+        scrape_interval_seconds=rt.settings.scrape_interval_seconds,
+        min_sample_coverage=rt.settings.min_sample_coverage,
+        fb_steady_mib=rt.settings.fb_steady_mib,
+    )
+    plan = plan_idle(snapshot.pods, rt.fleet, evidence, rt.now, rules)
+    try:
+        return act_on_idle(rt, plan)
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        rt.summary.error("idle", "temporary" if isinstance(error, TemporaryError) else "permanent")
+        rt.log.error("idle.failed", error=str(error))
+        return set()
+
+
+def _spend(rt: Runtime, snapshot: Snapshot) -> None:
+    accumulators: dict[str, Accumulator | None] = {}
+    for name, team in rt.fleet.teams.items():
+        home = next((ns for ns in team.namespaces if ns in snapshot.namespaces), None)
+        accumulators[name] = (
+            Accumulator.decode(snapshot.namespaces[home].annotations.get(own.SPEND))
+            if home
+            else None
+        )
+    plan = plan_spend(
+        snapshot.pods, snapshot.nodes, snapshot.namespaces, rt.fleet, accumulators, rt.now
+    )
+    act_on_spend(rt, plan)
+
+
+def _preempt(rt: Runtime, snapshot: Snapshot, freed: set[str]) -> None:
+    plan = plan_preemption(
+        snapshot.pods,
+        snapshot.nodes,
+        snapshot.pdbs,
+        rt.fleet,
+        snapshot.priority_of,
+        rt.now,
+        pending_seconds=rt.settings.preemption_pending_seconds,
+        freeing=frozenset(freed),
+    )
+    act_on_preemption(rt, plan, snapshot.pods)

@@ -1,0 +1,5 @@
+import sys
+
+from controller.replay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,283 @@
+"""The controller's pass inside the replay: the controller's own decision code on a snapshot of
+the simulated fleet, OPA for every side effect, and the effects applied to the simulation.
+
+Deciding is the controller's code, called as `controller.reconcile` calls it:
+`decide.idle.plan_idle`, `decide.spend.plan_spend`, `decide.preempt.plan_preemption` (with
+`select_victims` and `opa_input`). Only the side effects are the replay's own, because here
+they change the simulation instead of the Kubernetes API; they follow `controller.act`:
+
+- idle (`act.idle`): a warning writes `idle-warned-at` and `reclaim-deadline` on the pod; a
+  busy pod's warning is cleared; a workload is reclaimed only when OPA allows every one of its
+  pods (`fleetplane/decisions/reclaim`), all asked in one batch;
+- spend (`act.spend`): each team's accumulator is kept for the next pass and the month-to-date
+  spend is published as `data.fleetplane.spend` (read by the admission gate);
+- preempt (`act.preempt`): for each planned preemption, on its best node first, every victim of
+  the selection is put to OPA (`fleetplane/decisions/preempt`, one batch per selection); a
+  denied victim is replaced by the next one in comparator order (`select_victims`), and the
+  next node is tried only while nothing was evicted for this preemptor.
+
+The DCGM evidence the idle decision reads is derived from each pod's utilisation profile: every
+scrape of the window is present (the scrape interval of the configuration), the peak
+utilisation of the window is the profile's, the graphics-engine activity follows utilisation,
+and GPU memory holds steady.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from components import labels as keys
+from controller.act.opa import Decision
+from controller.decide.idle import EvidenceRules, plan_idle
+from controller.decide.preempt import NodeOption, Preemption, opa_input, plan_preemption
+from controller.decide.preempt import select_victims as choose_victims
+from controller.decide.spend import Accumulator, plan_spend
+from controller.decide.workloads import team_usage
+from controller.observe.metrics import GpuSeries, PodEvidence
+from controller.observe.model import Namespace, Node, Pod
+
+if TYPE_CHECKING:
+    from controller.replay.engine import Replay
+    from controller.replay.model import Job
+
+
+class Controller:
+    """The controller of one replay, with the state it keeps between passes (the spend
+    accumulators that live on team namespaces in a cluster)."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+        scenario = replay.scenario
+        self.fleet = scenario.view
+        self.concerns = scenario.concerns
+        self.rules = EvidenceRules(scrape_interval_seconds=scenario.scrape_interval_seconds)
+        self.priorities = scenario.priorities
+        self.namespaces = {
+            ns: Namespace(
+                name=ns,
+                uid=f"namespace-{ns}",
+                resource_version="1",
+                labels={keys.TEAM: team},
+                annotations={},
+            )
+            for ns, team in self.fleet.namespaces.items()
+        }
+        self.accumulators: dict[str, Accumulator | None] = dict.fromkeys(self.fleet.teams)
+        self._evidence_cache: dict[str, tuple[float, str, PodEvidence]] = {}
+        self.passes = 0
+        self.seconds = 0.0
+
+    def priority_of(self, pod: Pod) -> int:
+        if pod.priority or not pod.priority_class:
+            return pod.priority
+        return self.priorities.get(pod.priority_class, 0)
+
+    def run_pass(self, at: float) -> None:
+        if not self.concerns:
+            return
+        began = time.perf_counter()
+        r = self.replay
+        now = r.epoch + at
+        pods = [g.view for g in r.ghosts]
+        pods += [j.view(at, r.epoch) for j in r.pending.values()]
+        pods += [j.view(at, r.epoch) for j in r.running.values()]
+        nodes = {n.name: n.view for pool in r.pools for n in r.live[pool.name] if n.ready}
+        freed: set[str] = set()
+        if "idle" in self.concerns:
+            freed = self._idle(pods, at, now)
+        if "spend" in self.concerns:
+            self._spend(pods, nodes, now)
+        if "preempt" in self.concerns:
+            self._preempt(pods, nodes, at, now, freed)
+        self.passes += 1
+        self.seconds += time.perf_counter() - began
+
+    # ------------------------------------------------------------------ idle
+
+    def _evidence(self, at: float) -> dict[int, dict[tuple[str, str], PodEvidence]]:
+        r = self.replay
+        scrape = self.rules.scrape_interval_seconds
+        evidence: dict[int, dict[tuple[str, str], PodEvidence]] = {}
+        for job in r.running.values():
+            wt = self.fleet.workload_types.get(job.workload_type)
+            if wt is None or wt.idle is None or job.run_start is None or job.node is None:
+                continue
+            window = wt.idle.window_seconds
+            if at - job.run_start < window:
+                continue  # judged NO_EVIDENCE before evidence is read
+            progress = job.progress_at(at)
+            peak = job.workload.profile.max_between(progress - window, progress)
+            host = job.node.name
+            cached = self._evidence_cache.get(job.uid)
+            if cached is not None and cached[0] == peak and cached[1] == host:
+                found = cached[2]
+            else:
+                found = self._pod_evidence(job, window, peak, host, int(window // scrape))
+                self._evidence_cache[job.uid] = (peak, host, found)
+            evidence.setdefault(window, {})[(job.namespace, job.name)] = found
+        return evidence
+
+    @staticmethod
+    def _pod_evidence(job: Job, window: int, peak: float, host: str, samples: int) -> PodEvidence:
+        memory = job.workload.fb_used_mib
+        return PodEvidence(
+            window_seconds=window,
+            gpus={
+                (host, str(i)): GpuSeries(
+                    hostname=host,
+                    gpu=str(i),
+                    util_samples=samples,
+                    max_util_percent=peak,
+                    max_engine_active=peak / 100.0,
+                    fb_samples=samples,
+                    max_fb_used_mib=memory,
+                    min_fb_used_mib=memory,
+                )
+                for i in range(job.gpus)
+            },
+        )
+
+    def _idle(self, pods: list[Pod], at: float, now: float) -> set[str]:
+        r = self.replay
+        plan = plan_idle(pods, self.fleet, self._evidence(at), now, self.rules)
+        by_uid = {job.uid: job for job in r.running.values()}
+        counted = r._in_window(at)
+        for judgement in plan.clear:
+            job = by_uid.get(judgement.pod.uid)
+            if job is not None:
+                job.annotations.pop(keys.IDLE_WARNED_AT, None)
+                job.annotations.pop(keys.RECLAIM_DEADLINE, None)
+                job.invalidate()
+                r.counters.idle_warnings_cleared += 1 if counted else 0
+        for judgement in plan.warn:
+            job = by_uid.get(judgement.pod.uid)
+            if job is not None and judgement.rule is not None:
+                warned_at = int(now)
+                job.annotations[keys.IDLE_WARNED_AT] = str(warned_at)
+                job.annotations[keys.RECLAIM_DEADLINE] = str(
+                    warned_at + judgement.rule.grace_seconds
+                )
+                job.invalidate()
+                r.counters.idle_warnings += 1 if counted else 0
+        if not plan.reclaim:
+            return set()
+        inputs: list[dict[str, Any]] = []
+        for item in plan.reclaim:
+            for judgement in item.pods:
+                assert judgement.facts is not None
+                inputs.append(
+                    {
+                        "pod": judgement.pod.manifest(),
+                        "workload_type": judgement.pod.workload_type,
+                        "idle": judgement.facts.opa_input(warned_at=judgement.warned_at, now=now),
+                    }
+                )
+        decisions = iter(r.policy.evaluate(reclaim=inputs).reclaim)
+        freed: set[str] = set()
+        for item in plan.reclaim:
+            answers = [next(decisions) for _ in item.pods]
+            if not all(d.allow for d in answers):
+                r.counters.reclaims_denied += 1 if counted else 0
+                continue
+            for judgement in item.pods:
+                job = by_uid[judgement.pod.uid]
+                freed.add(judgement.pod.uid)
+                r.reclaim(job, at)
+        return freed
+
+    # ------------------------------------------------------------------ spend
+
+    def _spend(self, pods: list[Pod], nodes: dict[str, Node], now: float) -> None:
+        plan = plan_spend(pods, nodes, self.namespaces, self.fleet, self.accumulators, now)
+        for team, spend in plan.teams.items():
+            if plan.home.get(team) is not None:
+                self.accumulators[team] = spend.accumulator
+        self.replay.spend_document = {
+            team: spend.opa_record(now) for team, spend in sorted(plan.teams.items())
+        }
+
+    # ------------------------------------------------------------------ preempt
+
+    def _preempt(
+        self, pods: list[Pod], nodes: dict[str, Node], at: float, now: float, freed: set[str]
+    ) -> None:
+        r = self.replay
+        plan = plan_preemption(
+            pods,
+            nodes,
+            [],
+            self.fleet,
+            self.priority_of,
+            now,
+            pending_seconds=r.scenario.preemption_pending_seconds,
+            freeing=frozenset(freed),
+        )
+        if not plan.preemptions:
+            return
+        usage = team_usage(pods, self.fleet)
+        by_uid = {job.uid: job for job in r.running.values()}
+        for preemption in plan.preemptions:
+            answers: dict[str, Decision] = {}
+            for option in preemption.options:
+                outcome = self._on_node(preemption, option, usage, answers, by_uid, at, now)
+                if outcome is not None:
+                    break
+
+    def _on_node(
+        self,
+        preemption: Preemption,
+        option: NodeOption,
+        usage: dict[str, dict[str, int]],
+        answers: dict[str, Decision],
+        by_uid: dict[str, Job],
+        at: float,
+        now: float,
+    ) -> bool | None:
+        """As `act.preempt._on_node`: True when the node was made to fit, None when nothing
+        was evicted (another node may be tried), False when it stopped half way."""
+        r = self.replay
+        excluded: set[str] = set()
+        evicted: list[Any] = []
+        while True:
+            freed: dict[str, int] = {}
+            for victim in evicted:
+                for resource, n in victim.frees.items():
+                    freed[resource] = freed.get(resource, 0) + n
+            need = {res: n - freed.get(res, 0) for res, n in option.need.items()}
+            if all(n <= 0 for n in need.values()):
+                if evicted and r._in_window(at):
+                    r.counters.preemptors_served += 1
+                return True
+            remaining = [
+                c for c in option.candidates if c.pod.uid not in excluded and c not in evicted
+            ]
+            victims = choose_victims(remaining, need)
+            if victims is None:
+                return False if evicted else None
+            ask = [v for v in victims if v.pod.uid not in answers]
+            if ask:
+                decided = r.policy.evaluate(
+                    preempt=[
+                        opa_input(preemption, v, self.fleet, usage.get(v.team or "", {}), now)
+                        for v in ask
+                    ]
+                ).preempt
+                answers.update((v.pod.uid, d) for v, d in zip(ask, decided, strict=True))
+            denied = False
+            for victim in victims:
+                if not answers[victim.pod.uid].allow:
+                    excluded.add(victim.pod.uid)
+                    denied = True
+                    if r._in_window(at):
+                        r.counters.preemptions_denied += 1
+            if denied:
+                continue
+            for victim in victims:
+                job = by_uid.get(victim.pod.uid)
+                if job is not None and job.node is not None:
+                    r.evict(job, at)
+                evicted.append(victim)
+                team = victim.team or ""
+                for resource, n in victim.frees.items():
+                    usage.setdefault(team, {})[resource] = usage.get(team, {}).get(resource, 0) - n

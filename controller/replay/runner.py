@@ -1,0 +1,215 @@
+"""Run scenarios side by side: one process per scenario (each with its own OPA, since each has
+its own configuration and spend documents), and gather their figures in one document."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from controller.replay.engine import Replay, Settings
+from controller.replay.generate import (
+    CALIBRATION_TARGETS,
+    CITATIONS,
+    Assumptions,
+    Workload,
+    calibration,
+    describe,
+    generate,
+)
+from controller.replay.opa import BatchClient
+from controller.replay.results import scenario_figures
+from controller.replay.scenarios import DEFAULT_SCENARIOS, Scenario, load_scenarios
+from controller.replay.trace import (
+    DEFAULT_NODE_FILE,
+    DEFAULT_POD_FILE,
+    DEFAULT_TRACE_DIR,
+    Trace,
+    load_trace,
+)
+from tools.servers import OpaServer
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Everything a replay run needs; picklable, so worker processes rebuild their inputs."""
+
+    trace_dir: Path = DEFAULT_TRACE_DIR
+    pod_file: str = DEFAULT_POD_FILE
+    node_file: str = DEFAULT_NODE_FILE
+    scenarios: Path = DEFAULT_SCENARIOS
+    only: tuple[str, ...] = ()
+    settings: Settings = field(default_factory=Settings)
+    assumptions: Assumptions = field(default_factory=Assumptions)
+    window: str = "auto"
+    """auto: from the day by which 1 % of the GPU pods had arrived to the end; all: the whole
+    trace; START:END in days."""
+    opa_url: str | None = None
+    """An OPA already running with the project's policies; scenarios then run one after
+    another in this process. None starts one OPA per scenario."""
+    jobs: int = 0
+    """Worker processes; 0 for one per scenario (each waits on its OPA half the time, so more
+    workers than CPUs keeps the CPUs busy)."""
+
+
+def trace_variables(trace: Trace) -> dict[str, int]:
+    return {"peak_gpus": trace.peak_gpus()}
+
+
+def measurement_window(trace: Trace, spec: str) -> tuple[float, float]:
+    if spec == "all":
+        return 0.0, float(trace.end)
+    if spec == "auto":
+        first_day = math.floor(trace.arrival_quantile(0.01) / 86400)
+        return float(first_day * 86400), float(trace.end)
+    try:
+        first, last = spec.split(":", 1)
+        start = float(first) * 86400 if first else 0.0
+        end = float(last) * 86400 if last else float(trace.end)
+    except ValueError:
+        raise ValueError(f"window {spec!r}: auto, all, or START:END in days") from None
+    if not 0 <= start < end:
+        raise ValueError(f"window {spec!r}: START must be below END")
+    return start, min(end, float(trace.end))
+
+
+def run_scenario(
+    scenario: Scenario,
+    workloads: list[Workload],
+    policy: BatchClient,
+    settings: Settings,
+    progress: Progress | None = None,
+) -> Replay:
+    """One scenario against an OPA that holds the project's policies: the batch module and
+    the scenario's configuration are written to it first."""
+    policy.install()
+    policy.put_config(scenario.document)
+    policy.put_data("fleetplane/spend", {})
+    return Replay(scenario, workloads, policy, settings, progress=progress).run()
+
+
+def _worker(options: Options, name: str) -> dict[str, Any]:
+    trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
+    loaded = load_scenarios(options.scenarios, variables=trace_variables(trace), only=(name,))
+    workloads = generate(trace.pods, loaded.assignment, options.assumptions)
+    settings = replace(options.settings, window=measurement_window(trace, options.window))
+    server = OpaServer().start()
+    client = BatchClient(server.url)
+    try:
+        replay = run_scenario(loaded.scenarios[0], workloads, client, settings)
+    finally:
+        client.close()
+        server.stop()
+    return scenario_figures(replay)
+
+
+def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
+    """Every scenario of the options; the document `report` and the JSON file are made of."""
+    say = progress or (lambda _: None)
+    began = time.perf_counter()
+    trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
+    variables = trace_variables(trace)
+    scenario_set = load_scenarios(options.scenarios, variables=variables, only=options.only)
+    workloads = generate(trace.pods, scenario_set.assignment, options.assumptions)
+    window = measurement_window(trace, options.window)
+    settings = replace(options.settings, window=window)
+    names = [s.name for s in scenario_set.scenarios]
+    figures: dict[str, dict[str, Any]] = {}
+    say(
+        f"replaying {len(trace.pods)} GPU pods over {trace.end / 86400:.1f} days through "
+        f"{len(names)} scenario(s): {', '.join(names)}"
+    )
+    if options.opa_url is not None:
+        client = BatchClient(options.opa_url)
+        try:
+            for scenario in scenario_set.scenarios:
+                replay = run_scenario(scenario, workloads, client, settings, progress)
+                figures[scenario.name] = scenario_figures(replay)
+                say(_done(figures[scenario.name]))
+        finally:
+            client.close()
+    else:
+        jobs = options.jobs or len(names)
+        if jobs <= 1:
+            for name in names:
+                figures[name] = _worker(options, name)
+                say(_done(figures[name]))
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = {pool.submit(_worker, options, name): name for name in names}
+                for future in as_completed(futures):
+                    result = future.result()
+                    figures[futures[future]] = result
+                    say(_done(result))
+    wall = time.perf_counter() - began
+    ordered = [figures[name] for name in names]
+    events = sum(f["throughput"]["events"] for f in ordered)
+    periods = sum(f["throughput"]["periods"] for f in ordered)
+    return {
+        "trace": _trace_facts(trace, variables, window),
+        "scenarios_file": scenario_set.source,
+        "settings": _settings(settings),
+        "assumptions": describe(options.assumptions),
+        "assignment": scenario_set.assignment,
+        "calibration": {
+            "targets": CALIBRATION_TARGETS,
+            "achieved": calibration(workloads),
+            "citations": list(CITATIONS),
+        },
+        "scenarios": ordered,
+        "throughput": {
+            "wall_seconds": round(wall, 2),
+            "events": events,
+            "periods": periods,
+            "events_per_second": round(events / wall, 1),
+            "periods_per_second": round(periods / wall, 1),
+            "workers": 1
+            if options.opa_url
+            else (options.jobs or min(len(names), os.cpu_count() or 1)),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+    }
+
+
+def _done(figures: dict[str, Any]) -> str:
+    t = figures["throughput"]
+    return (
+        f"  {figures['name']}: {t['wall_seconds']:.1f} s, {t['events_per_second']:.0f} events/s, "
+        f"{t['periods_per_second']:.0f} periods/s, {t['opa']['queries']} OPA queries"
+    )
+
+
+def _trace_facts(
+    trace: Trace, variables: dict[str, int], window: tuple[float, float]
+) -> dict[str, Any]:
+    shared = sum(1 for p in trace.pods if p.shared)
+    return {
+        "source": trace.source,
+        "gpu_pods": len(trace.pods),
+        "skipped": trace.skipped,
+        "sharing_pods": shared,
+        "days": round(trace.end / 86400, 2),
+        "nodes": len(trace.nodes),
+        "node_gpus": trace.node_gpus,
+        "gpus_per_node": trace.gpus_per_node(),
+        "peak_gpus": variables["peak_gpus"],
+        "window_days": [round(window[0] / 86400, 2), round(window[1] / 86400, 2)],
+        "pods_in_window": sum(1 for p in trace.pods if window[0] <= p.created <= window[1]),
+        "never_scheduled": sum(1 for p in trace.pods if p.scheduled is None),
+    }
+
+
+def _settings(settings: Settings) -> dict[str, Any]:
+    out = asdict(settings)
+    out["interruptions"] = [list(i) for i in settings.interruptions]
+    out["window"] = list(settings.window) if settings.window else None
+    return out

@@ -1,0 +1,5 @@
+import sys
+
+from controller.upgrade.cli import main
+
+sys.exit(main())

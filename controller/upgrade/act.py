@@ -1,0 +1,278 @@
+"""Carrying out a plan: each step's side effects, then its state, then an Event.
+
+Per step: OPA's upgrade decision first when the step takes the node out of service (anything
+but an explicit allow leaves the node where it is); then the actions in order, each idempotent
+(a 404 on a delete, a 409 on creating the validator, a precondition miss on the driver pod all
+mean "already done"); then, only when every action completed, the state label with a fresh
+timer and the detail annotation, written with the resourceVersion last seen (a conflict re-reads
+the node and writes only if it is still in the state the step was planned from); the server's
+answer confirms the label; then an Event on the node. An eviction a PodDisruptionBudget refuses
+(HTTP 429) leaves the step incomplete: the next pass tries again.
+
+Errors stay with their step (logged, counted); the other steps of the pass still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from controller.act.events import EventRecorder, ObjectRef
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.errors import (
+    ConflictError,
+    NotFoundError,
+    TemporaryError,
+    TooManyRequestsError,
+)
+from controller.log import Log
+from controller.observe.kube import KubeClient, object_path, pod_path
+from controller.upgrade import states
+from controller.upgrade.observe import PodView
+from controller.upgrade.plan import (
+    Cordon,
+    CreateValidator,
+    DeleteValidator,
+    Evict,
+    Plan,
+    RestartDriver,
+    Step,
+    Uncordon,
+)
+
+CONCERN = "upgrade"
+DECISION = "upgrade"
+
+
+class NodeRef(ObjectRef):
+    """A Node as an Event's involved object: cluster-scoped, so the Event lives in `default`
+    and names no namespace (what `kubectl describe node` looks for)."""
+
+    def involved(self) -> dict[str, Any]:
+        ref = ObjectRef.involved(self)
+        ref.pop("namespace", None)
+        return ref
+
+
+def node_ref(name: str) -> NodeRef:
+    return NodeRef(api_version="v1", kind="Node", namespace="default", name=name)
+
+
+def pod_ref(pod: PodView) -> ObjectRef:
+    return ObjectRef(
+        api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
+    )
+
+
+def node_path(name: str) -> str:
+    return object_path("v1", "nodes", None, name)
+
+
+@dataclass(kw_only=True)
+class ActReport:
+    """What acting found that the snapshot could not show."""
+
+    denied: dict[str, str] = field(default_factory=dict)
+    """Node → OPA's reasons, for admissions refused."""
+    refused_evictions: list[str] = field(default_factory=list)
+    """Evictions a PodDisruptionBudget refused (HTTP 429), with the server's message."""
+    moved: dict[str, str] = field(default_factory=dict)
+    """Node → the state it was moved to."""
+    failed_steps: int = 0
+
+
+def opa_input(step: Step, now: float) -> dict[str, Any]:
+    assert step.admission is not None
+    return {
+        "node": step.node.manifest(),
+        "pool": step.node.pool,
+        "pool_nodes": step.admission.pool_nodes,
+        "pool_unavailable": step.admission.pool_unavailable,
+        "now": int(now),
+    }
+
+
+def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
+    report = ActReport()
+    for step in plan.steps:
+        outcome = rt.guarded(
+            CONCERN, _action_name(step), step.node.name, partial(_carry_out, rt, step, report)
+        )
+        if outcome is None:
+            report.failed_steps += 1
+    return report
+
+
+def _action_name(step: Step) -> str:
+    if step.next_state:
+        return "state"
+    return "wait" if step.actions else "record"
+
+
+def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
+    name = step.node.name
+    if step.admission is not None:
+        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
+        if not decision.allow:
+            report.denied[name] = decision.because()
+            rt.log.info("upgrade.denied", node=name, reasons=list(decision.reasons))
+            rt.summary.action(CONCERN, "admit", "denied")
+            if rt.dry_run:
+                rt.out.write(
+                    f"DRY-RUN {CONCERN}: OPA denies starting {name}: {decision.because()}\n"
+                )
+            return False
+    if rt.dry_run:
+        for action in step.actions:
+            rt.would(CONCERN, action.name, name, action.describe(name))
+        if step.next_state:
+            rt.would(
+                CONCERN,
+                "set-state",
+                name,
+                f"{step.state or 'no state'} -> {step.next_state}: {step.reason}",
+            )
+        elif step.detail is not None or step.stamp:
+            rt.would(CONCERN, "record", name, step.reason)
+        return True
+    version = step.node.resource_version
+    complete = True
+    for action in step.actions:
+        if isinstance(action, Cordon | Uncordon):
+            unschedulable = isinstance(action, Cordon)
+            updated = rt.kube.merge_patch(
+                node_path(name), {"spec": {"unschedulable": unschedulable}}
+            )
+            version = updated["metadata"]["resourceVersion"]
+            rt.done(CONCERN, "cordon" if unschedulable else "uncordon", name, step.reason)
+        elif isinstance(action, Evict):
+            complete = _evict(rt, action, name, report) and complete
+        elif isinstance(action, RestartDriver):
+            _delete_exactly(rt.kube, action.pod)
+            rt.done(CONCERN, "restart-driver", action.pod.key, step.reason, node=name)
+            rt.events.emit(
+                node_ref(name),
+                "DriverUpgradeDriverPodDeleted",
+                f"deleted driver pod {action.pod.key} so that its DaemonSet starts {step.target}",
+            )
+        elif isinstance(action, CreateValidator):
+            # A conflict means an earlier, interrupted pass created it already.
+            with contextlib.suppress(ConflictError):
+                rt.kube.create(pod_path(action.manifest["metadata"]["namespace"]), action.manifest)
+            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
+        elif isinstance(action, DeleteValidator):
+            _delete_exactly(rt.kube, action.pod)
+            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
+    if not complete:
+        return True
+    if step.next_state or step.detail is not None or step.stamp:
+        following = write_state(
+            rt.kube, step, rt.now, resource_version=version, log=rt.log, events=rt.events
+        )
+        if following is not None:
+            rt.done(
+                CONCERN,
+                "state" if step.next_state else "record",
+                name,
+                step.reason,
+                from_state=step.state,
+                to_state=following,
+            )
+            if step.next_state:
+                report.moved[name] = following
+    return True
+
+
+def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
+    pod = action.pod
+    try:
+        rt.kube.evict(pod.namespace, pod.name, grace_seconds=None)
+    except TooManyRequestsError as error:
+        report.refused_evictions.append(f"{pod.key} on {node}: {error}")
+        rt.log.info("upgrade.evict.refused", pod=pod.key, node=node, error=str(error))
+        rt.summary.action(CONCERN, "evict", "blocked")
+        return False
+    except NotFoundError:
+        return True  # already gone
+    rt.done(CONCERN, "evict", pod.key, action.why, node=node)
+    rt.events.emit(
+        pod_ref(pod),
+        "DriverUpgradeEviction",
+        f"evicted from node {node} for a GPU driver upgrade: {action.why}",
+        warning=True,
+    )
+    return True
+
+
+def _delete_exactly(kube: KubeClient, pod: PodView) -> None:
+    """Delete this pod and no other: a replacement with the same name has another uid."""
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+    # Not found, or a precondition miss (replaced): either way the pod meant is gone.
+    with contextlib.suppress(NotFoundError, ConflictError):
+        kube.delete(pod_path(pod.namespace, pod.name), body)
+
+
+def write_state(
+    kube: KubeClient,
+    step: Step,
+    now: float,
+    *,
+    resource_version: str | None,
+    log: Log,
+    events: EventRecorder,
+) -> str | None:
+    """Write the step's state, timer and detail; confirm; record an Event. Returns the state the
+    node is in afterwards, or None when the node left the step's state meanwhile (nothing is
+    written then)."""
+    name = step.node.name
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            labels = (current.get("metadata") or {}).get("labels") or {}
+            if labels.get(states.STATE_LABEL) != step.state:
+                return None
+        metadata: dict[str, Any] = {}
+        annotations: dict[str, str] = {}
+        if step.next_state:
+            metadata["labels"] = {states.STATE_LABEL: step.next_state}
+        if step.next_state or step.stamp:
+            annotations[states.SINCE_ANNOTATION] = str(int(now))
+        if step.detail is not None:
+            annotations[states.DETAIL_ANNOTATION] = step.detail.encode()
+        if annotations:
+            metadata["annotations"] = annotations
+        return {"metadata": metadata}
+
+    updated = patch_fresh(kube, node_path(name), resource_version, build)
+    if updated is None:
+        log.warning(
+            "upgrade.state.skipped",
+            node=name,
+            reason=f"the node left state {step.state or 'none'} meanwhile; not written",
+        )
+        return None
+    found = ((updated.get("metadata") or {}).get("labels") or {}).get(states.STATE_LABEL)
+    if step.next_state and found != step.next_state:
+        raise TemporaryError(
+            f"node {name}: state label reads {found!r} after writing {step.next_state!r}"
+        )
+    if step.next_state:
+        events.emit(
+            node_ref(name),
+            states.EVENT_REASONS[step.next_state],
+            f"{step.state or 'no state'} -> {step.next_state}: {step.reason}",
+            warning=step.failure,
+        )
+        log.info(
+            "upgrade.transition",
+            node=name,
+            pool=step.node.pool,
+            from_state=step.state,
+            to_state=step.next_state,
+            reason=step.reason,
+            at=int(now),
+        )
+    return found

@@ -1,0 +1,189 @@
+"""`python -m controller upgrade {status,run,clear}`: the rolling GPU driver upgrade.
+
+    python -m controller upgrade status [--json] [--all-nodes]
+    python -m controller upgrade run [--dry-run]
+    python -m controller upgrade clear NODE [--dry-run]
+
+`add_parser(subparsers)` adds the `upgrade` command to the controller's command line; `run(args)`
+runs it and returns the exit status: 0 done (status printed, pass completed or skipped because
+another upgrade pass holds the Lease, failure cleared), 1 an action, observation or clear
+failed, 2 a configuration or usage problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from controller.config import ConfigProblems, Settings, load_config
+from controller.errors import ControllerError
+from controller.log import Log, configure
+from controller.observe.kube import KubeClient
+from controller.upgrade.report import format_acted, format_plan
+from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
+from controller.upgrade.settings import upgrade_settings
+
+CONFIG_ENV = "FLEETPLANE_CONFIG"
+DESCRIPTION = (
+    "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
+    "jobs, evict, restart the driver pod, validate the node with the NVML health check, "
+    "uncordon. Never more than max_unavailable nodes out at once, only inside a maintenance "
+    "window, each node on OPA's allow; a failed validation halts the pool."
+)
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=os.environ.get(CONFIG_ENV),
+        help=f"rendered configuration document (JSON); default ${CONFIG_ENV}",
+    )
+    common.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster service account, else $KUBECONFIG",
+    )
+    common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
+    common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
+    common.add_argument(
+        "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
+    )
+    common.add_argument(
+        "--lease-name",
+        help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)",
+    )
+    common.add_argument(
+        "--now",
+        type=float,
+        help="decide as if at this time (epoch seconds): replays and tests; default the clock",
+    )
+    common.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    return common
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `upgrade` (with `status`, `run`, `clear`) to a command line's subparsers."""
+    common = _common()
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "upgrade",
+        help="Roll GPU driver upgrades node by node, with validation (status, run, clear).",
+        description=DESCRIPTION,
+    )
+    actions = parser.add_subparsers(dest="upgrade_command", required=True, metavar="ACTION")
+    status = actions.add_parser(
+        "status",
+        parents=[common],
+        help="per-pool progress: nodes per state, and what blocks the rollout",
+        description="Per-pool progress (nodes per state) and what blocks the rollout: the "
+        "maintenance window, the limit, a failed node, a PodDisruptionBudget. Read-only.",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON instead of text")
+    status.add_argument(
+        "--all-nodes", action="store_true", help="list every node, also those at the target"
+    )
+    run_parser = actions.add_parser(
+        "run",
+        parents=[common],
+        help="one pass: move every node of the rollout at most one step",
+        description="One pass: observe, plan, act. Every step is idempotent; a killed run is "
+        "resumed by the next one.",
+    )
+    run_parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="print the next steps (and OPA's answers) without acting; no Lease either",
+    )
+    clear = actions.add_parser(
+        "clear",
+        parents=[common],
+        help="clear a failed node: validate it again (or upgrade it again)",
+        description="Clear a failed node (an operator's decision, logged and recorded as an "
+        "Event). It stays cordoned and becomes done only after a validator passes again.",
+    )
+    clear.add_argument("node", metavar="NODE", help="the failed node")
+    clear.add_argument("--dry-run", action="store_true", default=None, help="show, change nothing")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    configure(args.log_level)
+    log = Log()
+    if args.config is None:
+        print(f"--config (or ${CONFIG_ENV}) is required", file=sys.stderr)
+        return 2
+    try:
+        fleet = load_config(args.config)
+        settings = Settings.from_config(
+            fleet,
+            opa_url=args.opa_url,
+            opa_ca_file=args.opa_ca_file,
+            dry_run=getattr(args, "dry_run", None),
+            lease_namespace=args.lease_namespace,
+            lease_name=args.lease_name,
+        )
+        upgrade = upgrade_settings(fleet)
+    except ConfigProblems as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    try:
+        kube = KubeClient.from_kubeconfig(
+            args.kubeconfig, timeout=settings.request_timeout_seconds * 3
+        )
+    except ControllerError as error:
+        log.error("kube.credentials", error=str(error))
+        print(f"no Kubernetes credentials: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.upgrade_command == "status":
+            plan = upgrade_status(kube, upgrade, now=args.now, log=log)
+            if args.json:
+                document = {"now": plan.now, "pools": [r.as_dict() for r in plan.pools.values()]}
+                sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
+                sys.stdout.write("\n")
+            else:
+                print(format_plan(plan, all_nodes=args.all_nodes))
+            return 0
+        if args.upgrade_command == "clear":
+            print(
+                clear_failure(
+                    kube, upgrade, args.node, now=args.now, dry_run=bool(args.dry_run), log=log
+                )
+            )
+            return 0
+        result = run_upgrade_pass(
+            kube=kube, fleet=fleet, settings=settings, upgrade=upgrade, now=args.now, log=log
+        )
+        if result.skipped:
+            print(f"skipped: {result.skipped}")
+        if result.plan is not None:
+            acted = format_acted(result.acted)
+            if acted:
+                print(acted)
+            print(format_plan(result.plan))
+        sys.stdout.write("SUMMARY " + orjson.dumps(result.summary.as_dict()).decode() + "\n")
+        return 0 if result.ok else 1
+    except ControllerError as error:
+        log.error(f"upgrade.{args.upgrade_command}.failed", error=str(error))
+        print(f"upgrade {args.upgrade_command}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        kube.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m controller.upgrade ...`, the same command line without the rest of the
+    controller."""
+    parser = argparse.ArgumentParser(prog="python -m controller")
+    add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(["upgrade", *(sys.argv[1:] if argv is None else argv)])
+    return run(args)

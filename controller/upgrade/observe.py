@@ -1,0 +1,256 @@
+"""The read-only snapshot one upgrade pass decides on.
+
+Nodes of the rolled pools come from one list (label selector on `fleetplane.dev/pool`); pods are
+listed only for nodes whose state needs them (`states.NEEDS_PODS`), one `spec.nodeName` field
+selector each, in parallel, so the cost of a pass follows the nodes in the rollout rather than
+the size of the cluster. PodDisruptionBudgets are listed once, to explain evictions a budget
+refuses. Everything is slimmed into frozen views; decisions never see raw JSON.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from components import labels as keys
+from controller.log import Log
+from controller.observe.kube import KubeClient
+from controller.observe.model import DisruptionBudget, pdb_from_api, selector_matches
+from controller.upgrade import states
+from controller.upgrade.consumers import Role, controller_kind, pod_role, uses_gpu
+from controller.upgrade.settings import UpgradeSettings
+from controller.upgrade.states import Detail
+
+
+def driver_version(labels: dict[str, str]) -> str | None:
+    """The driver the node runs, as GPU feature discovery reports it: major.minor[.rev]."""
+    major = labels.get(keys.CUDA_DRIVER_MAJOR)
+    minor = labels.get(keys.CUDA_DRIVER_MINOR)
+    if not major or not minor:
+        return None
+    rev = labels.get(keys.CUDA_DRIVER_REV)
+    return f"{major}.{minor}.{rev}" if rev else f"{major}.{minor}"
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeView:
+    name: str
+    pool: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str
+    unschedulable: bool
+    ready: bool
+    taints: tuple[dict[str, Any], ...]
+    gpu_capacity: int
+    gpu_allocatable: int
+    driver: str | None
+    state: str | None
+    since: float | None
+    detail: Detail
+
+    @property
+    def unavailable(self) -> bool:
+        """Out of service for any reason: cordoned, NotReady, or in the rollout or failed."""
+        return (
+            self.unschedulable
+            or not self.ready
+            or self.state in states.IN_PROGRESS
+            or self.state == states.UPGRADE_FAILED
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        """A Node-shaped dict of the fields kept: the `node` of the OPA decision input."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": dict(self.labels),
+                "annotations": dict(self.annotations),
+            },
+            "spec": {"unschedulable": self.unschedulable, "taints": [dict(t) for t in self.taints]},
+        }
+
+
+def node_view(raw: dict[str, Any]) -> NodeView:
+    metadata = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
+    gpus = _count(capacity.get(keys.GPU_RESOURCE, 0)) or _count(labels.get(keys.GPU_COUNT, 0))
+    since_text = annotations.get(states.SINCE_ANNOTATION)
+    try:
+        since = float(since_text) if since_text else None
+    except ValueError:
+        since = None
+    return NodeView(
+        name=metadata.get("name", ""),
+        pool=labels.get(keys.POOL, ""),
+        labels=labels,
+        annotations=annotations,
+        resource_version=metadata.get("resourceVersion", ""),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        ),
+        taints=tuple(spec.get("taints") or ()),
+        gpu_capacity=gpus,
+        gpu_allocatable=_count(allocatable.get(keys.GPU_RESOURCE, 0)),
+        driver=driver_version(labels),
+        state=labels.get(states.STATE_LABEL),
+        since=since,
+        detail=Detail.decode(annotations.get(states.DETAIL_ANNOTATION)),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Terminated:
+    exit_code: int
+    message: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    role: Role
+    owner_kind: str | None
+    phase: str
+    deleting: bool
+    ready: bool
+    gpu: str | None
+    """Why the pod counts as using the GPU; None when it does not (or its role never blocks)."""
+    last_checkpoint: float | None
+    attempt: int | None
+    """Validator pods: the attempt they belong to."""
+    terminated: Terminated | None
+    """First container's terminated state, if it has one."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def active(self) -> bool:
+        return self.phase not in ("Succeeded", "Failed")
+
+
+def pod_view(raw: dict[str, Any], settings: UpgradeSettings) -> PodView:
+    metadata = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    role = pod_role(
+        raw, driver_namespace=settings.driver_namespace, driver_selector=settings.driver_selector
+    )
+    annotations = metadata.get("annotations") or {}
+    labels = metadata.get("labels") or {}
+    try:
+        checkpoint = float(annotations[keys.LAST_CHECKPOINT])
+    except (KeyError, ValueError):
+        checkpoint = None
+    terminated = None
+    container_statuses = status.get("containerStatuses") or ()
+    if container_statuses:
+        state = (container_statuses[0].get("state") or {}).get("terminated")
+        if isinstance(state, dict):
+            terminated = Terminated(
+                exit_code=code if isinstance(code := state.get("exitCode"), int) else -1,
+                message=str(state.get("message") or ""),
+                reason=str(state.get("reason") or ""),
+            )
+    attempt_text = labels.get(states.VALIDATOR_ATTEMPT_LABEL)
+    return PodView(
+        namespace=metadata.get("namespace", ""),
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        labels=labels,
+        role=role,
+        owner_kind=controller_kind(metadata),
+        phase=status.get("phase") or "Pending",
+        deleting=bool(metadata.get("deletionTimestamp")),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        ),
+        gpu=uses_gpu(raw, role),
+        last_checkpoint=checkpoint,
+        attempt=int(attempt_text) if attempt_text and attempt_text.isdigit() else None,
+        terminated=terminated,
+    )
+
+
+@dataclass(kw_only=True)
+class UpgradeSnapshot:
+    taken_at: float
+    nodes: list[NodeView]
+    pods: dict[str, list[PodView]] = field(default_factory=dict)
+    """Pods per node, for the nodes whose state needs them."""
+    pdbs: list[DisruptionBudget] = field(default_factory=list)
+
+    def pods_on(self, node: str) -> list[PodView]:
+        return self.pods.get(node, [])
+
+
+def pdb_blocking(pdbs: list[DisruptionBudget], pod: PodView) -> DisruptionBudget | None:
+    """A budget that selects the pod and allows no disruption right now."""
+    for pdb in pdbs:
+        if (
+            pdb.namespace == pod.namespace
+            and pdb.disruptions_allowed <= 0
+            and selector_matches(pdb.selector, pod.labels)
+        ):
+            return pdb
+    return None
+
+
+def take_upgrade_snapshot(
+    kube: KubeClient, settings: UpgradeSettings, *, log: Log | None = None, workers: int = 8
+) -> UpgradeSnapshot:
+    log = log or Log()
+    started = time.monotonic()
+    nodes: list[NodeView] = []
+    if settings.pools:
+        selector = f"{keys.POOL} in ({','.join(sorted(settings.pools))})"
+        nodes = [
+            node_view(raw) for raw in kube.list("/api/v1/nodes", params={"labelSelector": selector})
+        ]
+    wanted = [n.name for n in nodes if n.state in states.NEEDS_PODS]
+
+    def pods_of(name: str) -> list[PodView]:
+        items = kube.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"})
+        return [pod_view(raw, settings) for raw in items]
+
+    def budgets() -> list[DisruptionBudget]:
+        return [pdb_from_api(raw) for raw in kube.list("/apis/policy/v1/poddisruptionbudgets")]
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(wanted) + 1))) as pool:
+        pdb_future = pool.submit(budgets)
+        futures = {name: pool.submit(pods_of, name) for name in wanted}
+        pods = {name: future.result() for name, future in futures.items()}
+        pdbs = pdb_future.result()
+    snapshot = UpgradeSnapshot(taken_at=time.time(), nodes=nodes, pods=pods, pdbs=pdbs)
+    log.info(
+        "upgrade.observe",
+        nodes=len(nodes),
+        nodes_with_pods=len(pods),
+        pods=sum(len(p) for p in pods.values()),
+        pdbs=len(pdbs),
+        seconds=round(time.monotonic() - started, 3),
+    )
+    return snapshot

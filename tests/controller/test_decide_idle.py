@@ -1,0 +1,226 @@
+"""Unit tests of decide.idle: verdicts per pod and the plan per workload (pure, no servers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from controller.decide.idle import EvidenceRules, Verdict, judge_pod, plan_idle
+from controller.observe.metrics import PodEvidence
+from tests.controller.builders import (
+    NOW,
+    PodBuilder,
+    a_pod,
+    assert_same,
+    evidence,
+    fleet,
+    gpu_series,
+)
+
+RULES = EvidenceRules(scrape_interval_seconds=15, min_sample_coverage=0.95, fb_steady_mib=256)
+WINDOW = 1800  # notebook window in builders.config_document
+FULL = RULES.expected_samples(WINDOW)
+
+
+def notebook(name: str = "nb") -> PodBuilder:
+    return a_pod(name).type("notebook").gpus(1).on("h100-0").of_deployment(name)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    pod: PodBuilder
+    evidence: PodEvidence | None
+    want: Verdict
+    want_reason: str = ""
+
+
+CASES = [
+    Case(
+        "idle, never warned: warn",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.WARN,
+    ),
+    Case(
+        "idle, warned inside the window, deadline passed: reclaim",
+        notebook().warned(NOW - 1000, NOW - 100),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.RECLAIM,
+    ),
+    Case(
+        "idle, warned, deadline ahead: wait",
+        notebook().warned(NOW - 100, NOW + 800),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.WAITING,
+    ),
+    Case(
+        "idle, warning older than the window: warn again",
+        notebook().warned(NOW - 5000, NOW - 4100),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.WARN,
+        "outside the window",
+    ),
+    Case(
+        "busy by utilisation",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL, util=40)),
+        Verdict.BUSY,
+        "utilisation",
+    ),
+    Case(
+        "busy by engine activity although utilisation reads 0",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL, engine=0.3)),
+        Verdict.BUSY,
+        "engine",
+    ),
+    Case(
+        "loading data: 0% utilisation but memory moving",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL, fb=30000, fb_min=1000)),
+        Verdict.BUSY,
+        "memory",
+    ),
+    Case(
+        "holding a model: memory in use but steady and no compute is idle",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL, fb=70000)),
+        Verdict.WARN,
+    ),
+    Case("no series", notebook(), None, Verdict.NO_EVIDENCE, "no DCGM series"),
+    Case(
+        "partial series",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL // 2)),
+        Verdict.NO_EVIDENCE,
+        "partial",
+    ),
+    Case(
+        "series of one GPU for a two-GPU pod",
+        notebook().gpus(2),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.NO_EVIDENCE,
+        "1 of the pod's 2 GPUs",
+    ),
+    Case(
+        "series from another node are ignored",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-7", samples=FULL)),
+        Verdict.NO_EVIDENCE,
+    ),
+    Case(
+        "younger than the window",
+        a_pod("young").type("notebook").gpus(1).on("h100-0", started=NOW - 60),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.NO_EVIDENCE,
+        "less than the",
+    ),
+    Case(
+        "exempt label",
+        notebook().exempt(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.EXEMPT,
+    ),
+    Case(
+        "inference has no idle rule",
+        a_pod("srv").type("inference").gpus(1).on("h100-0"),
+        evidence(3600, gpu_series("h100-0", samples=240)),
+        Verdict.NOT_RECLAIMABLE,
+    ),
+    Case("no workload type", a_pod("x").gpus(1).on("h100-0"), None, Verdict.NOT_RECLAIMABLE),
+    Case(
+        "pending", a_pod("p").type("notebook").gpus(1).pending(NOW - 10), None, Verdict.NOT_RUNNING
+    ),
+    Case(
+        "terminating",
+        notebook().deleting(),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL)),
+        Verdict.NOT_RUNNING,
+    ),
+    Case(
+        "TPU pods have no DCGM evidence",
+        a_pod("jax").type("training").tpus(4).on("tpu-0"),
+        None,
+        Verdict.NO_EVIDENCE,
+        "not a GPU",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_judge_pod(case: Case) -> None:
+    got = judge_pod(case.pod.build(), fleet(), case.evidence, NOW, RULES)
+    assert_same(case.want, got.verdict, f"verdict ({got.reason})")
+    assert case.want_reason in got.reason
+
+
+def test_expected_samples_allow_a_missed_scrape() -> None:
+    assert RULES.expected_samples(1800) == 114  # 120 scrapes at 15 s, 95 % coverage
+
+
+def test_plan_groups_by_workload_and_needs_every_replica_idle() -> None:
+    def ready(name: str, rs: str) -> PodBuilder:
+        return (
+            a_pod(name)
+            .type("notebook")
+            .gpus(1)
+            .on("h100-0")
+            .of_deployment(rs)
+            .warned(NOW - 1000, NOW - 100)
+        )
+
+    pods = [
+        ready("solo-1", "solo").build(),
+        ready("pair-1", "pair").build(),
+        a_pod("pair-2").type("notebook").gpus(1).on("h100-0").of_deployment("pair").build(),
+        ready("bare", "x").build(),
+        a_pod("job-1")
+        .type("batch")
+        .gpus(1)
+        .on("h100-0")
+        .owned_by("Job", "train", "batch/v1")
+        .warned(NOW - 1000, NOW - 100)
+        .build(),
+        a_pod("vc-1")
+        .type("batch")
+        .gpus(1)
+        .on("h100-0")
+        .owned_by("Job", "sweep", "batch.volcano.sh/v1alpha1")
+        .warned(NOW - 1000, NOW - 100)
+        .build(),
+    ]
+    # The bare pod has no owner.
+    bare = pods[3]
+    pods[3] = type(bare)(**{**{f: getattr(bare, f) for f in bare.__slots__}, "owner": None})
+    idle = {
+        ("ml-research", p.name): evidence(
+            1800 if p.workload_type == "notebook" else 3600,
+            gpu_series(
+                "h100-0",
+                samples=RULES.expected_samples(1800 if p.workload_type == "notebook" else 3600),
+            ),
+        )
+        for p in pods
+    }
+    busy = evidence(1800, gpu_series("h100-0", samples=FULL, util=90))
+    idle[("ml-research", "pair-2")] = busy
+    by_window: dict[int, dict[tuple[str, str], PodEvidence]] = {}
+    for key, found in idle.items():
+        by_window.setdefault(found.window_seconds, {})[key] = found
+    plan = plan_idle(pods, fleet(), by_window, NOW, RULES)
+    got = sorted(
+        (r.target.kind, r.target.name, r.target.method, r.target.via) for r in plan.reclaim
+    )
+    want = sorted(
+        [
+            ("Deployment", "solo", "scale-to-zero", "solo-5d8f7c"),
+            ("Pod", "bare", "delete", None),
+            ("Job", "train", "suspend", None),
+            ("VolcanoJob", "sweep", "abort", None),
+        ]
+    )
+    assert_same(want, got, "reclaim targets")
+    assert_same([("Deployment", "pair")], [(t.kind, t.name) for t, _ in plan.held], "held")
+    assert [j.pod.name for j in plan.clear] == []

@@ -1,0 +1,242 @@
+"""Unit tests of decide.preempt: the comparator, the minimal victim set, node choice (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from controller.decide.preempt import Candidate, fits, plan_preemption, select_victims, victim_order
+from controller.observe.model import DisruptionBudget, Node, Pod
+from tests.controller.builders import (
+    GPU_TOLERATIONS,
+    NOW,
+    PodBuilder,
+    a_node,
+    a_pod,
+    assert_same,
+    fleet,
+)
+
+
+def victim(
+    name: str,
+    gpus: int = 1,
+    *,
+    priority: int = 100,
+    node: str = "n1",
+    kind: str = "batch",
+    started: float = NOW - 7200,
+    ns: str = "ml-research",
+) -> PodBuilder:
+    return (
+        a_pod(name)
+        .in_ns(ns)
+        .type(kind)
+        .gpus(gpus)
+        .priority(priority)
+        .on(node, started=started)
+        .tolerate(GPU_TOLERATIONS)
+    )
+
+
+def waiting(
+    name: str = "big", gpus: int = 8, priority: int = 5000, since: float = NOW - 1200
+) -> PodBuilder:
+    return (
+        a_pod(name)
+        .type("training")
+        .gpus(gpus)
+        .priority(priority)
+        .pending(since)
+        .tolerate(GPU_TOLERATIONS)
+    )
+
+
+def plan(
+    pods: list[PodBuilder],
+    nodes: list[Node],
+    pdbs: list[DisruptionBudget] | None = None,
+    mutate=None,
+):
+    built: list[Pod] = [p.build() for p in pods]
+    return plan_preemption(
+        built,
+        {n.name: n for n in nodes},
+        pdbs or [],
+        fleet(mutate),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+    )
+
+
+def cand(name: str, since_checkpoint: float, priority: int, devices: int) -> Candidate:
+    return Candidate(
+        pod=a_pod(name).gpus(devices).on("n1").build(),
+        priority=priority,
+        team="research",
+        frees={"nvidia.com/gpu": devices},
+        running_seconds=7200,
+        seconds_since_checkpoint=since_checkpoint,
+    )
+
+
+def test_comparator_tie_breakers_in_order() -> None:
+    pods = [
+        cand("e", 300, 100, 1),
+        cand("d", 300, 100, 2),  # 3. more devices after fewer
+        cand("c", 300, 500, 1),  # 2. higher priority after lower
+        cand("a", 60, 900, 8),  # 1. least time since checkpoint first, whatever else
+        cand("b", 300, 100, 1),  # 4. name breaks the last tie
+    ]
+    got = [c.pod.name for c in sorted(pods, key=victim_order)]
+    assert_same(["a", "b", "e", "d", "c"], got, "victim order")
+
+
+@dataclass(frozen=True)
+class SelectCase:
+    name: str
+    candidates: list[tuple[str, int]]
+    need: int
+    want: list[str] | None = field(default_factory=list)
+
+
+SELECT = [
+    SelectCase("first fits", [("a", 8), ("b", 8)], 8, ["a"]),
+    SelectCase("greedy then pruned to the minimum", [("a", 1), ("b", 8)], 8, ["b"]),
+    SelectCase("two needed", [("a", 4), ("b", 2), ("c", 4)], 8, ["a", "c"]),
+    SelectCase("not enough", [("a", 2), ("b", 2)], 8, None),
+    SelectCase("nothing needed", [("a", 2)], 0, []),
+]
+
+
+@pytest.mark.parametrize("case", SELECT, ids=[c.name for c in SELECT])
+def test_select_victims(case: SelectCase) -> None:
+    candidates = [cand(name, i, 100, devices) for i, (name, devices) in enumerate(case.candidates)]
+    got = select_victims(candidates, {"nvidia.com/gpu": case.need})
+    assert_same(case.want, None if got is None else [c.pod.name for c in got])
+
+
+def test_chooses_the_node_needing_fewest_victims() -> None:
+    nodes = [a_node("n1").gpus(8).build(), a_node("n2").gpus(8).build()]
+    pods = [
+        victim("n1-a", 4, node="n1"),
+        victim("n1-b", 4, node="n1"),
+        victim("n2-a", 8, node="n2"),
+        waiting(),
+    ]
+    got = plan(pods, nodes)
+    assert len(got.preemptions) == 1
+    option = got.preemptions[0].options[0]
+    assert_same(("n2", ["n2-a"]), (option.node, [v.pod.name for v in option.victims]))
+
+
+@dataclass(frozen=True)
+class EligibilityCase:
+    name: str
+    victim: PodBuilder
+    want_victim: bool
+
+
+ELIGIBILITY = [
+    EligibilityCase("lower priority batch", victim("v"), True),
+    EligibilityCase("equal priority", victim("v", priority=5000), False),
+    EligibilityCase("exempt", victim("v").exempt(), False),
+    EligibilityCase("labelled not preemptible", victim("v").preemptible(False), False),
+    EligibilityCase(
+        "inference is not preemptible by default", victim("v", kind="inference"), False
+    ),
+    EligibilityCase(
+        "training inside its minimum runtime", victim("v", kind="training", started=NOW - 60), False
+    ),
+    EligibilityCase("training past its minimum runtime", victim("v", kind="training"), True),
+    EligibilityCase("terminating already", victim("v").deleting(), False),
+    EligibilityCase(
+        "other team would fall below its guarantee",
+        victim("v", 8, ns="analytics"),  # analytics holds 8, guaranteed 2
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ELIGIBILITY, ids=[c.name for c in ELIGIBILITY])
+def test_victim_eligibility(case: EligibilityCase) -> None:
+    got = plan([case.victim, waiting()], [a_node("n1").gpus(8).build()])
+    victims = [v.pod.name for p in got.preemptions for v in p.options[0].victims]
+    assert_same(["v"] if case.want_victim else [], victims)
+
+
+def test_other_team_above_its_guarantee_may_lose_a_pod() -> None:
+    pods = [victim("v", 8, ns="analytics"), victim("w", 2, ns="analytics", node="n2"), waiting()]
+    got = plan(pods, [a_node("n1").gpus(8).build(), a_node("n2").gpus(2).build()])
+    assert_same(["v"], [v.pod.name for v in got.preemptions[0].options[0].victims])
+
+
+def test_never_below_the_victim_teams_guarantee() -> None:
+    def raise_guarantee(doc):
+        doc["teams"]["analytics"]["guaranteed"]["nvidia.com/gpu"] = 8
+
+    got = plan(
+        [victim("v", 8, ns="analytics"), waiting()],
+        [a_node("n1").gpus(8).build()],
+        mutate=raise_guarantee,
+    )
+    assert got.preemptions == []
+    assert "no node" in got.waiting[0][1]
+
+
+def test_pdb_without_disruptions_left_protects_its_pods() -> None:
+    pdb = DisruptionBudget(
+        namespace="ml-research",
+        name="keep",
+        selector={"matchLabels": {"app": "keep"}},
+        disruptions_allowed=0,
+    )
+    pods = [victim("kept", 8).label("app", "keep"), victim("other", 8, node="n2"), waiting()]
+    got = plan(pods, [a_node("n1").gpus(8).build(), a_node("n2").gpus(8).build()], [pdb])
+    assert_same(["other"], [v.pod.name for v in got.preemptions[0].options[0].victims])
+
+
+def test_pending_too_briefly_waits() -> None:
+    got = plan([victim("v", 8), waiting(since=NOW - 60)], [a_node("n1").gpus(8).build()])
+    assert got.preemptions == []
+    assert "preempts after 600s" in got.waiting[0][1]
+
+
+def test_terminating_pods_count_as_free_so_a_repeat_pass_takes_no_more() -> None:
+    pods = [victim("gone", 8).deleting(), victim("v2", 8, node="n1"), waiting()]
+    node = a_node("n1").gpus(16).build()
+    got = plan(pods, [node])
+    assert got.preemptions == []
+    assert "terminating" in got.waiting[0][1]
+
+
+def test_two_preemptors_do_not_share_the_same_victims() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        waiting("p1"),
+        waiting("p2", since=NOW - 900),
+    ]
+    got = plan(pods, [a_node("n1").gpus(8).build(), a_node("n2").gpus(8).build()])
+    chosen = [
+        (p.preemptor.name, [v.pod.name for v in p.options[0].victims]) for p in got.preemptions
+    ]
+    assert_same([("p1", ["v1"]), ("p2", ["v2"])], chosen)
+
+
+def test_fits_checks_taints_selectors_and_readiness() -> None:
+    pod = waiting().select(**{"fleetplane.dev/pool": "h100"}).build()
+    ok = a_node("n").gpus(8).label("fleetplane.dev/pool", "h100").build()
+    assert fits(pod, ok)
+    assert not fits(pod, a_node("n").gpus(8).build())  # selector
+    assert not fits(
+        pod, a_node("n").gpus(8).label("fleetplane.dev/pool", "h100").spot().build()
+    )  # spot taint
+    assert not fits(
+        pod, a_node("n").gpus(8).label("fleetplane.dev/pool", "h100").not_ready().build()
+    )
+    assert not fits(
+        pod, a_node("n").gpus(4).label("fleetplane.dev/pool", "h100").build()
+    )  # too small

@@ -1,0 +1,73 @@
+"""Unit tests of the pass summary (Prometheus exposition) and the configuration view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.config import ConfigProblems, Settings, parse_config
+from controller.summary import Summary
+from tests.controller.builders import assert_same, config_document, fleet
+
+
+def test_exposition_is_prometheus_text_with_help_and_type(tmp_path: Path) -> None:
+    summary = Summary(dry_run=True)
+    summary.action("idle", "warn", "done")
+    summary.action("idle", "warn", "done")
+    summary.set("team_spend_usd", 12.5, team='re"search')
+    summary.finish(api_requests=7)
+    text = summary.exposition()
+    assert "# HELP fleetplane_controller_actions " in text
+    assert "# TYPE fleetplane_controller_actions gauge" in text
+    assert 'fleetplane_controller_actions{action="warn",concern="idle",outcome="done"} 2' in text
+    assert 'fleetplane_controller_team_spend_usd{team="re\\"search"} 12.5' in text
+    assert "fleetplane_controller_api_requests 7" in text
+    assert "fleetplane_controller_dry_run 1" in text
+    target = tmp_path / "out" / "controller.prom"
+    summary.write_textfile(target)
+    assert target.read_text() == text
+    assert [p.name for p in target.parent.iterdir()] == ["controller.prom"]
+
+
+def test_config_view_finds_models_and_teams() -> None:
+    view = fleet()
+    assert view.team_of("ml-research") is not None
+    assert view.team_of("nowhere") is None
+    model = view.model_of_node({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"})
+    assert model is not None and model.name == "a100-40gb"
+    assert view.workload_types["inference"].idle is None
+
+
+def test_config_problems_are_collected_with_their_paths() -> None:
+    document = config_document()
+    document["teams"]["research"]["monthly_budget_usd"] = "a lot"
+    document["workload_types"]["batch"]["idle"] = {
+        "util_threshold_percent": 5,
+        "window_seconds": 0,
+        "grace_seconds": 1,
+    }
+    document["namespaces"]["stray"] = "ghosts"
+    del document["budget"]
+    with pytest.raises(ConfigProblems) as caught:
+        parse_config(document)
+    assert_same(
+        [
+            "budget: must be an object",
+            "namespaces.stray: unknown team 'ghosts'",
+            "teams.research.monthly_budget_usd: must be a number",
+            "workload_types.batch.idle.window_seconds: must be positive",
+        ],
+        sorted(caught.value.problems),
+    )
+
+
+def test_settings_take_the_controller_section_and_command_line_overrides() -> None:
+    view = fleet()
+    settings = Settings.from_config(view, opa_url="http://opa:8181", dry_run=None)
+    assert settings.opa_url == "http://opa:8181"
+    assert settings.prometheus_url == "http://127.0.0.1:9"
+    assert settings.dry_run is False
+    assert settings.preemption_pending_seconds == 600
+    with pytest.raises(ConfigProblems):
+        Settings.from_config(fleet(lambda doc: doc.pop("controller")))
