@@ -7,8 +7,9 @@ PY := $(VENV)/bin/python
 .PHONY: help up down status venv tools lint test test-fast policy-check clean
 
 help:
-	@echo "make up         bring up the local GPU/TPU fleet (real control plane + kwok nodes)"
-	@echo "make down       stop it and remove its state"
+	@echo "make up         the main job: local GPU/TPU fleet, real pulumi up of the local stack,"
+	@echo "                one controller pass, fleet summary"
+	@echo "make down       pulumi destroy, then stop OPA, Prometheus and the local cluster"
 	@echo "make test       lint, policy checks and the whole test suite against real parts"
 	@echo "make tools      obtain the pinned upstream tools into tools/bin"
 	@echo "make venv       create .venv with the project and its test dependencies"
@@ -25,13 +26,13 @@ tools:
 	$(PYTHON) -m tools.bootstrap
 
 up: venv tools
-	$(PY) -m tools.localcluster up
+	$(PY) -m tools.localstack up
 
 down: venv
-	$(PY) -m tools.localcluster down
+	$(PY) -m tools.localstack down
 
 status: venv
-	$(PY) -m tools.localcluster status
+	$(PY) -m tools.localstack status
 
 lint: venv
 	$(VENV)/bin/ruff check .

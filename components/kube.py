@@ -28,6 +28,10 @@ _TYPED_KINDS = {
         "admissionregistration.k8s.io/v1",
         "ValidatingWebhookConfiguration",
     ): lambda: k8s.admissionregistration.v1.ValidatingWebhookConfiguration,
+    (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+    ): lambda: k8s.apiextensions.v1.CustomResourceDefinition,
 }
 
 

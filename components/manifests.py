@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import yaml
 
 from components import labels
 from components.config import FleetConfig, TeamConfig
@@ -103,6 +104,15 @@ def priority_classes(config: FleetConfig) -> list[Manifest]:
         for type_name, wt in config.workload_types.items()
         for pc in wt.priority_classes
     ]
+
+
+VOLCANO_CRDS = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
+"""Volcano's CustomResourceDefinitions for clusters without the Volcano chart (offline)."""
+
+
+def volcano_crds(path: Path = VOLCANO_CRDS) -> list[Manifest]:
+    """The CRDs of the Volcano kinds the platform declares and reads (Queue, PodGroup, Job)."""
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
 
 
 def volcano_queues(config: FleetConfig) -> list[Manifest]:
@@ -244,7 +254,27 @@ def _b64(value: Any) -> Any:
 
 
 def opa_tls_dns_names(config: FleetConfig) -> list[str]:
+    """Names in OPA's serving certificate: the in-cluster Service's, or the external URL's host."""
+    if config.opa.external_host is not None:
+        return [config.opa.external_host]
     return service_dns_names(config.opa.name, config.system_namespace)
+
+
+def webhook_client_config(config: FleetConfig, ca_bundle: Any) -> dict[str, Any]:
+    """Where the API server sends AdmissionReviews: the OPA Service, or the external URL."""
+    opa = config.opa
+    if opa.external_url is not None:
+        url = opa.external_url.rstrip("/") + "/" + opa.webhook_path.lstrip("/")
+        return {"url": url, "caBundle": ca_bundle}
+    return {
+        "service": {
+            "name": opa.name,
+            "namespace": config.system_namespace,
+            "path": opa.webhook_path,
+            "port": OPA_SERVICE_PORT,
+        },
+        "caBundle": ca_bundle,
+    }
 
 
 def webhook_namespace_selector() -> dict[str, Any]:
@@ -255,7 +285,11 @@ def webhook_namespace_selector() -> dict[str, Any]:
 def policy_gate_manifests(
     config: FleetConfig, policies: dict[str, str], tls: TlsMaterial
 ) -> list[Manifest]:
-    """OPA Deployment and Service (HTTPS), its policies and data, and the validating webhook."""
+    """OPA Deployment and Service (HTTPS), its policies and data, and the validating webhook.
+
+    With `opa.external_url` (OPA outside the cluster) there is no ServiceAccount, Deployment,
+    Service or PodDisruptionBudget: the policies, data and serving certificate are declared for
+    the OPA that runs elsewhere to load, and the webhook calls that URL."""
     opa = config.opa
     ns = config.system_namespace
     component = "policy-gate"
@@ -314,13 +348,13 @@ def policy_gate_manifests(
             {"name": "certs", "mountPath": "/certs", "readOnly": True},
         ],
     }
+    service_account: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(opa.name, ns, component=component),
+        "automountServiceAccountToken": False,
+    }
     manifests: list[Manifest] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta(opa.name, ns, component=component),
-            "automountServiceAccountToken": False,
-        },
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -347,6 +381,9 @@ def policy_gate_manifests(
             "metadata": _meta(f"{opa.name}-ca", ns, component=component),
             "data": {"ca.crt": tls.ca_pem},
         },
+    ]
+    in_cluster: list[Manifest] = [
+        service_account,
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -418,7 +455,7 @@ def policy_gate_manifests(
         },
     ]
     if opa.replicas > 1:
-        manifests.append(
+        in_cluster.append(
             {
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
@@ -426,6 +463,8 @@ def policy_gate_manifests(
                 "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
             }
         )
+    if opa.deploy:
+        manifests = [in_cluster[0], *manifests, *in_cluster[1:]]
     manifests.append(
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -465,15 +504,7 @@ def policy_gate_manifests(
                             "scope": "Namespaced",
                         },
                     ],
-                    "clientConfig": {
-                        "service": {
-                            "name": opa.name,
-                            "namespace": ns,
-                            "path": opa.webhook_path,
-                            "port": OPA_SERVICE_PORT,
-                        },
-                        "caBundle": _b64(tls.ca_pem),
-                    },
+                    "clientConfig": webhook_client_config(config, _b64(tls.ca_pem)),
                 }
             ],
         }
@@ -691,14 +722,17 @@ def render_manifests(
 ) -> list[Manifest]:
     """Every Kubernetes object the components declare in a cluster, in apply order.
 
-    Helm releases are not included (their objects come from the charts). When `tls` is not
-    given and OPA is deployed, throwaway TLS material is generated.
+    Helm releases are not included (their objects come from the charts); Volcano's CRDs are,
+    for a cluster without charts. When `tls` is not
+    given and the admission gate is declared, throwaway TLS material is generated.
     """
     manifests = [system_namespace(config), *priority_classes(config)]
     for team in config.teams:
         manifests += team_manifests(config, team)
+    if any(not cluster.helm_charts for cluster in config.clusters):
+        manifests += volcano_crds()
     manifests += volcano_queues(config)
-    if config.opa.deploy:
+    if config.opa.gate:
         if tls is None:
             tls = TlsMaterial(
                 **generate_tls_bundle(dns_names=opa_tls_dns_names(config), validity_days=1)

@@ -95,9 +95,12 @@ class Platform(pulumi.ComponentResource):
         here = pulumi.ResourceOptions(parent=self)
         prefix = cluster.name
         kubeconfig = cluster_kubeconfig(cluster, args.kubeconfig, args.repo_root)
+        # ConfigMaps keep their names and change in place (the provider's default replaces
+        # them): OPA's policies and data, and the controller's configuration, are read by name,
+        # and the OPA Deployment rolls on the digest of their content.
         kubernetes = k8s.Provider(
             f"{prefix}-kubernetes",
-            k8s.ProviderArgs(kubeconfig=kubeconfig) if kubeconfig else k8s.ProviderArgs(),
+            k8s.ProviderArgs(kubeconfig=kubeconfig, enable_config_map_mutable=True),
             opts=here,
         )
         parts = ClusterParts(kubernetes=kubernetes)
@@ -145,7 +148,7 @@ class Platform(pulumi.ComponentResource):
                 TeamTenancyArgs(fleet=fleet, team=team, provider=kubernetes),
                 here,
             )
-        if fleet.opa.deploy:
+        if fleet.opa.gate:
             parts.policy_gate = PolicyGate(
                 f"{prefix}-opa",
                 PolicyGateArgs(

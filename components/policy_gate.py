@@ -1,5 +1,5 @@
-"""The OPA admission gate: OPA over HTTPS in the cluster, and a validating webhook scoped to
-team namespaces."""
+"""The OPA admission gate: OPA over HTTPS in the cluster (or outside it, at `opa.external_url`),
+and a validating webhook scoped to team namespaces."""
 
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ class PolicyGate(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "service": f"{fleet.opa.name}.{fleet.system_namespace}.svc",
+                "external_url": fleet.opa.external_url,
                 "failure_policy": fleet.opa.failure_policy,
             }
         )

@@ -44,6 +44,7 @@ def service_dns_names(name: str, namespace: str) -> list[str]:
 def _build() -> tuple[Callable[..., dict[str, str]], type[pulumi.dynamic.ResourceProvider]]:
     def generate(*, dns_names: Sequence[str], validity_days: int) -> dict[str, str]:
         import datetime
+        import ipaddress
 
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -81,6 +82,14 @@ def _build() -> tuple[Callable[..., dict[str, str]], type[pulumi.dynamic.Resourc
             .sign(ca_key, hashes.SHA256())
         )
 
+        def alt_name(name: str) -> x509.GeneralName:
+            # An address (an OPA on loopback) goes in as an IP SAN, anything else as DNS.
+            try:
+                return x509.IPAddress(ipaddress.ip_address(name))
+            except ValueError:
+                return x509.DNSName(name)
+
+        alt_names = [alt_name(n) for n in dns_names]
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
             x509.CertificateBuilder()
@@ -90,9 +99,7 @@ def _build() -> tuple[Callable[..., dict[str, str]], type[pulumi.dynamic.Resourc
             .serial_number(x509.random_serial_number())
             .not_valid_before(now)
             .not_valid_after(until)
-            .add_extension(
-                x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
-            )
+            .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256())
@@ -149,7 +156,8 @@ generate_tls_bundle, TlsBundleProvider = _build()
 
 
 class TlsBundle(pulumi.dynamic.Resource):
-    """A CA and a serving certificate for `dns_names`, generated once and kept in the state."""
+    """A CA and a serving certificate for `dns_names` (IP addresses among them become IP
+    SANs), generated once and kept in the state."""
 
     ca_pem: pulumi.Output[str]
     cert_pem: pulumi.Output[str]

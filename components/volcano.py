@@ -11,7 +11,7 @@ import yaml
 
 from components.config import ClusterConfig, FleetConfig
 from components.kube import declare
-from components.manifests import volcano_queues
+from components.manifests import volcano_crds, volcano_queues
 
 SCHEDULER_TIERS: list[dict[str, Any]] = [
     {
@@ -56,10 +56,12 @@ class VolcanoArgs:
 
 
 class Volcano(pulumi.ComponentResource):
-    """The Volcano release (skipped when the cluster installs no Helm charts) and the team
-    queues, declared in every case: offline clusters install Volcano's CRDs themselves."""
+    """The Volcano release and the team queues. A cluster that installs no Helm charts
+    (offline) gets Volcano's CRDs instead of the release (`components/crds/volcano.yaml`), so
+    the queues are declared in every case."""
 
     release: k8s.helm.v3.Release | None
+    crds: list[pulumi.CustomResource]
     queues: dict[str, pulumi.CustomResource]
 
     def __init__(
@@ -70,12 +72,14 @@ class Volcano(pulumi.ComponentResource):
         settings = fleet.volcano
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.release = None
+        self.crds = []
         if not cluster.helm_charts:
             pulumi.log.info(
                 f"Volcano not installed in cluster {cluster.name!r}: helm_charts is off "
-                "(offline); its CRDs must already be installed",
+                "(offline); only its CRDs are declared, for the team queues",
                 resource=self,
             )
+            self.crds = [declare(name, crd, child) for crd in volcano_crds()]
         else:
             self.release = k8s.helm.v3.Release(
                 name,
@@ -91,11 +95,16 @@ class Volcano(pulumi.ComponentResource):
                 opts=child,
             )
         queue_opts = pulumi.ResourceOptions.merge(
-            child, pulumi.ResourceOptions(depends_on=[self.release] if self.release else [])
+            child,
+            pulumi.ResourceOptions(depends_on=[self.release] if self.release else list(self.crds)),
         )
         self.queues = {
             q["metadata"]["name"]: declare(name, q, queue_opts) for q in volcano_queues(fleet)
         }
         self.register_outputs(
-            {"installed": self.release is not None, "queues": sorted(self.queues)}
+            {
+                "installed": self.release is not None,
+                "crds": len(self.crds),
+                "queues": sorted(self.queues),
+            }
         )

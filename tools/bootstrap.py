@@ -187,6 +187,158 @@ def _build_kwok(tool: Tool, out: Path) -> None:
     (out / "kwok-stages.yaml").write_text("\n---\n".join(documents) + "\n")
 
 
+# --- Pulumi -----------------------------------------------------------------------------------
+#
+# The CLI, the Python language plugin and the Kubernetes provider come from the Go module proxy.
+# Their upstream go.mod files replace Pulumi's own modules with relative paths, so each wrapper
+# module under tools/go/pulumi*/ requires them at published versions instead. The proxy and its
+# checksum database do not know every Pulumi module version: the wrappers pin what the proxy
+# serves, and their go.sum files carry the checksums.
+
+PULUMI_DIR = GO_DIR / "pulumi"
+PULUMI_LANGUAGE_PYTHON_DIR = GO_DIR / "pulumi-language-python"
+PULUMI_KUBERNETES_DIR = GO_DIR / "pulumi-resource-kubernetes"
+PULUMI_SDK = "github.com/pulumi/pulumi/sdk/v3"
+PULUMI_KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+PULUMI_KUBERNETES_SDK = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
+
+# Shims that Pulumi ships inside the sdk/v3 module and installs beside `pulumi`: the program
+# runner the language plugin starts, and the provider of Python dynamic resources.
+PULUMI_PYTHON_SHIMS = {
+    "pulumi-language-python-exec": "python/cmd/pulumi-language-python-exec",
+    "pulumi-resource-pulumi-python": "python/dist/pulumi-resource-pulumi-python",
+}
+
+
+def _pulumi_env() -> dict[str, str]:
+    env = _go_env()
+    # Pulumi's release builds: no cgo, and the user lookup and gRPC tracing left out.
+    env["CGO_ENABLED"] = "0"
+    # Checksums of Pulumi modules come from the wrappers' go.sum (the checksum database here
+    # lacks some of the versions the proxy serves).
+    env["GONOSUMDB"] = "github.com/pulumi"
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()
+    return env
+
+
+def _module_dir(tool: Tool, module_dir: Path, module: str, version: str) -> Path:
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=module_dir,
+        env=_pulumi_env(),
+        capture_output=True,
+        text=True,
+    )
+    match = re.search(r'"Dir":\s*"([^"]+)"', result.stdout)
+    if result.returncode != 0 or not match:
+        raise BootstrapError(
+            f"could not obtain {tool.name} {tool.version}: {module}@{version}: "
+            f"{(result.stderr or result.stdout).strip()}"
+        )
+    return Path(match.group(1))
+
+
+def _timed(tool: Tool, piece: str, build: Callable[[], None]) -> None:
+    started = time.monotonic()
+    build()
+    print(
+        f"[bootstrap] {tool.name} {tool.version}: built {piece} in {time.monotonic() - started:.0f}s",
+        flush=True,
+    )
+
+
+def _build_pulumi(tool: Tool, out: Path) -> None:
+    """The `pulumi` CLI, the Python language plugin and Pulumi's Python shims, in one directory:
+    the CLI looks for its bundled plugins next to its own (symlink-resolved) executable."""
+    env = _pulumi_env()
+    ldflags = f"-s -w -X {PULUMI_SDK}/go/common/version.Version={tool.version}"
+    common = ["go", "build", "-trimpath", "-tags", "osusergo,grpcnotrace", "-ldflags", ldflags]
+    _timed(
+        tool,
+        "pulumi",
+        lambda: _run(
+            tool,
+            [*common, "-o", str(out / "pulumi"), "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
+            cwd=PULUMI_DIR,
+            env=env,
+        ),
+    )
+    _timed(
+        tool,
+        "pulumi-language-python",
+        lambda: _run(
+            tool,
+            [*common, "-o", str(out / "pulumi-language-python"), "."],
+            cwd=PULUMI_LANGUAGE_PYTHON_DIR,
+            env=env,
+        ),
+    )
+    sdk = _module_dir(
+        tool,
+        PULUMI_LANGUAGE_PYTHON_DIR,
+        PULUMI_SDK,
+        _required_version(PULUMI_LANGUAGE_PYTHON_DIR, PULUMI_SDK),
+    )
+    for name, relative in PULUMI_PYTHON_SHIMS.items():
+        # Module cache files are read-only and carry no execute bit.
+        target = out / name
+        shutil.copyfile(sdk / relative, target)
+        target.chmod(0o755)
+
+
+def _build_pulumi_kubernetes(tool: Tool, out: Path) -> None:
+    """pulumi-resource-kubernetes. Its main embeds schema-embed.json and
+    terraform-mapping-embed.json, which upstream generates (cmd/.../generate.go) and which the
+    module zip therefore lacks: the main package is copied into a scratch copy of the wrapper
+    module, upstream's generate.go writes the two files there, and that copy is built."""
+    env = _pulumi_env()
+    provider = _module_dir(
+        tool,
+        PULUMI_KUBERNETES_DIR,
+        PULUMI_KUBERNETES_PROVIDER,
+        _required_version(PULUMI_KUBERNETES_DIR, PULUMI_KUBERNETES_PROVIDER),
+    )
+    with tempfile.TemporaryDirectory(prefix="pulumi-kubernetes-") as scratch:
+        work = Path(scratch)
+        for name in ("go.mod", "go.sum"):
+            shutil.copyfile(PULUMI_KUBERNETES_DIR / name, work / name)
+        main_dir = work / "cmd" / "pulumi-resource-kubernetes"
+        main_dir.mkdir(parents=True)
+        upstream = provider / "cmd" / "pulumi-resource-kubernetes"
+        for name in ("main.go", "generate.go", "schema.json", "terraform-mapping.json"):
+            shutil.copyfile(upstream / name, main_dir / name)
+        _timed(
+            tool,
+            "schema-embed.json",
+            lambda: _run(
+                tool,
+                ["go", "run", "generate.go"],
+                cwd=main_dir,
+                env={**env, "VERSION": tool.version.lstrip("v")},
+            ),
+        )
+        ldflags = f"-s -w -X {PULUMI_KUBERNETES_PROVIDER}/pkg/version.Version={tool.version}"
+        _timed(
+            tool,
+            "pulumi-resource-kubernetes",
+            lambda: _run(
+                tool,
+                [
+                    "go",
+                    "build",
+                    "-trimpath",
+                    "-ldflags",
+                    ldflags,
+                    "-o",
+                    str(out / "pulumi-resource-kubernetes"),
+                    "./cmd/pulumi-resource-kubernetes",
+                ],
+                cwd=work,
+                env=env,
+            ),
+        )
+
+
 def _debian_prometheus(tool: Tool, out: Path) -> None:
     """Take prometheus and promtool out of Debian's package without installing it system-wide."""
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
@@ -261,6 +413,28 @@ def pinned_tools() -> list[Tool]:
             extra_key=go_key,
         ),
         Tool(
+            name="pulumi",
+            version=_required_version(PULUMI_DIR, "github.com/pulumi/pulumi/pkg/v3"),
+            binaries=(
+                "pulumi",
+                "pulumi-language-python",
+                *PULUMI_PYTHON_SHIMS,
+            ),
+            obtain=_build_pulumi,
+            recipe=_go_recipe(PULUMI_DIR) + _go_recipe(PULUMI_LANGUAGE_PYTHON_DIR),
+            extra_key=go_key,
+        ),
+        Tool(
+            # The provider is built from a commit of the pulumi-kubernetes repository and stamped
+            # with the release of the Python SDK it matches (the Go SDK the wrapper requires).
+            name="pulumi-resource-kubernetes",
+            version=_required_version(PULUMI_KUBERNETES_DIR, PULUMI_KUBERNETES_SDK),
+            binaries=("pulumi-resource-kubernetes",),
+            obtain=_build_pulumi_kubernetes,
+            recipe=_go_recipe(PULUMI_KUBERNETES_DIR),
+            extra_key=go_key,
+        ),
+        Tool(
             name="prometheus",
             version="2.42.0",
             binaries=("prometheus", "promtool"),
@@ -305,8 +479,8 @@ def obtain(tool: Tool, *, log: Callable[[str], None]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bootstrap",
-        description="Obtain the pinned upstream tools (OPA, etcd, Kubernetes, KWOK, Prometheus) "
-        "into tools/bin, reusing the per-user cache.",
+        description="Obtain the pinned upstream tools (OPA, etcd, Kubernetes, KWOK, Pulumi, "
+        "Prometheus) into tools/bin, reusing the per-user cache.",
     )
     parser.add_argument("tools", nargs="*", help="only these tools (default: all)")
     parser.add_argument("--list", action="store_true", help="show pins and cache state, do nothing")

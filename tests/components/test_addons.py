@@ -147,3 +147,9 @@ def test_queues_are_declared_even_without_the_chart(
         "serving",
     ]
     assert any("Volcano not installed" in m for m in declared.logs)
+    crds = {c["metadata"]["name"] for c in declared.kind("CustomResourceDefinition")}
+    assert crds == {
+        "queues.scheduling.volcano.sh",
+        "podgroups.scheduling.volcano.sh",
+        "jobs.batch.volcano.sh",
+    }

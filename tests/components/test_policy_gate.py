@@ -101,3 +101,43 @@ def test_failure_policy_follows_the_configuration(
         == "Ignore"
     )
     assert not declared.kind("PodDisruptionBudget")
+
+
+def test_gate_of_an_opa_outside_the_cluster(
+    declare: Declare, stack_fleets: dict[str, FleetConfig], tmp_path: Path
+) -> None:
+    """The local stack: no OPA workload in the cluster; policies, data, certificate and a
+    webhook that calls the loopback OPA by URL, with a certificate for that address."""
+    fleet = stack_fleets["local"]
+    assert fleet.opa.external_url == "https://127.0.0.1:8443"
+    policies = write_policies(tmp_path / "policies")
+    declared = declare(
+        lambda: PolicyGate("local-opa", PolicyGateArgs(fleet=fleet, policies_dir=policies))
+    )
+    kinds = sorted(o["kind"] for o in declared.kubernetes_objects())
+    assert kinds == [
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "Secret",
+        "ValidatingWebhookConfiguration",
+    ]
+    (webhook_config,) = declared.kind("ValidatingWebhookConfiguration")
+    (webhook,) = webhook_config["webhooks"]
+    assert webhook["clientConfig"]["url"] == "https://127.0.0.1:8443/"
+    assert "service" not in webhook["clientConfig"]
+    assert webhook["failurePolicy"] == "Fail"
+    (bundle,) = [r for r in declared.registrations if r.typ.endswith("dynamic:Resource")]
+    assert bundle.inputs["dns_names"] == ["127.0.0.1"]
+
+
+def test_the_certificate_of_an_address_carries_an_ip_san() -> None:
+    from cryptography import x509
+
+    from components.tls import generate_tls_bundle
+
+    material = generate_tls_bundle(dns_names=["127.0.0.1"], validity_days=1)
+    cert = x509.load_pem_x509_certificate(material["cert_pem"].encode())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert names.get_values_for_type(x509.DNSName) == []

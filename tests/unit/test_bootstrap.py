@@ -9,7 +9,17 @@ from tools import bootstrap
 
 def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
     tools = {tool.name: tool for tool in bootstrap.pinned_tools()}
-    assert set(tools) == {"opa", "etcd", "kwok", "kube", "prometheus"}
+    assert set(tools) == {
+        "opa",
+        "etcd",
+        "kwok",
+        "kube",
+        "pulumi",
+        "pulumi-resource-kubernetes",
+        "prometheus",
+    }
+    assert tools["pulumi"].version.startswith("v3.")
+    assert tools["pulumi-resource-kubernetes"].version.startswith("v4.")
     assert tools["kube"].version.startswith("v1.")
     assert "kube-apiserver" in tools["kube"].binaries and "kubectl" in tools["kube"].binaries
 

@@ -1,0 +1,223 @@
+"""The local stack end to end, through the real `pulumi` CLI and Kubernetes provider.
+
+One lifecycle on a control plane of its own, with its own Pulumi backend and PULUMI_HOME in a
+temporary directory and a copy of `stacks/Pulumi.local.yaml` that points at that cluster and at
+free loopback ports (passed as `--config-file`):
+
+1. `up`: the fleet's objects exist in the cluster, and the gate's OPA serves on loopback;
+2. the gate, in the cluster: a workload applied as a member of a team is admitted, one that
+   breaks a policy is denied with the webhook's message;
+3. a second `pulumi up` changes nothing;
+4. a team's quota changed in the configuration: `pulumi preview --diff` shows that change and
+   nothing else, and `pulumi up` applies it;
+5. `pulumi destroy` removes every object it created.
+
+Missing tools fail the test (with the bootstrap hint); nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tools.localcluster import BIN_DIR, free_port
+from tools.localstack import LocalStack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK_FILE = ROOT / "stacks" / "Pulumi.local.yaml"
+TOOLS = (
+    "pulumi",
+    "pulumi-language-python",
+    "pulumi-language-python-exec",
+    "pulumi-resource-kubernetes",
+    "opa",
+    "prometheus",
+    "etcd",
+    "kube-apiserver",
+    "kubectl",
+    "kwok",
+)
+TEAM_USER = ["--as=alice", "--as-group=ml-research-engineers"]
+TEAM_NAMESPACE = "ml-research"
+
+
+def training_pod(name: str, image: str) -> dict[str, Any]:
+    """8 on-demand H100 for research's training: within every rule of the local stack."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": TEAM_NAMESPACE,
+            "labels": {"fleetplane.dev/workload-type": "training", "app": name},
+        },
+        "spec": {
+            "priorityClassName": "fleetplane-training",
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    missing = [name for name in TOOLS if not (BIN_DIR / name).exists()]
+    if missing:
+        pytest.fail(
+            f"missing tool(s) {', '.join(missing)} in {BIN_DIR}: run `make tools` "
+            "(python -m tools.bootstrap)"
+        )
+    state = tmp_path_factory.mktemp("localstack")
+    config = yaml.safe_load(STACK_FILE.read_text())
+    settings = config["config"]
+    settings["fleetplane:kubeconfig"] = str(state / "local" / "kubeconfig")
+    fleet = settings["fleetplane:fleet"]
+    fleet["opa"]["external_url"] = f"https://127.0.0.1:{free_port()}"
+    fleet["controller"]["opa_url"] = f"http://127.0.0.1:{free_port()}"
+    fleet["controller"]["prometheus_url"] = f"http://127.0.0.1:{free_port()}"
+    config_file = state / "Pulumi.local.yaml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    local = LocalStack(state_dir=state, config_file=config_file, log=print)
+    try:
+        yield local
+    finally:
+        local.down()
+
+
+def preview_steps(stack: LocalStack) -> list[dict[str, Any]]:
+    """The steps of `pulumi preview --diff --json` that change something."""
+    result = stack.pulumi("preview", "--diff", "--json", capture=True)
+    steps = json.loads(result.stdout).get("steps", [])
+    return [step for step in steps if step.get("op") != "same"]
+
+
+def name_of(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def test_local_stack_lifecycle(stack: LocalStack) -> None:
+    # 1. up ---------------------------------------------------------------------------------
+    started = time.monotonic()
+    summary = stack.up()
+    print(summary)
+    print(
+        f"local stack up (cluster, pulumi up, gate, controller) in {time.monotonic() - started:.0f}s"
+    )
+    cluster = stack.cluster
+    namespaces = {
+        item["metadata"]["name"]
+        for item in cluster.get_json("namespaces", "-l", "fleetplane.dev/team")["items"]
+    }
+    assert namespaces == {"ml-research", "serving", "analytics"}
+    queues = {
+        q["metadata"]["name"] for q in cluster.get_json("queues.scheduling.volcano.sh")["items"]
+    }
+    assert queues == {"research", "serving", "analytics"}
+    quota = cluster.get_json("resourcequota", "accelerators-nvidia-com-gpu", "-n", "analytics")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
+    classes = {pc["metadata"]["name"] for pc in cluster.get_json("priorityclasses")["items"]}
+    assert {"fleetplane-training", "fleetplane-inference", "fleetplane-notebook"} <= classes
+    cronjob = cluster.get_json("cronjob", "fleetplane-controller", "-n", "fleetplane-system")
+    assert cronjob["spec"]["suspend"] is True
+    webhook = cluster.get_json("validatingwebhookconfiguration", "fleetplane-opa")
+    (hook,) = webhook["webhooks"]
+    assert hook["clientConfig"]["url"].startswith(stack.fleet().opa.external_url)
+    assert hook["failurePolicy"] == "Fail"
+    assert "policy gate: enforcing" in summary and "OPA healthy" in summary
+    assert "helm charts: off" in summary
+
+    # 2. the gate, in the cluster, as a member of the research team ------------------------
+    allowed = cluster.kubectl(
+        *TEAM_USER,
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(training_pod("train-ok", "nvcr.io/nvidia/pytorch:24.05-py3")),
+        check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    denied = cluster.kubectl(
+        *TEAM_USER,
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(training_pod("train-denied", "docker.io/library/busybox:1.36")),
+        check=False,
+    )
+    assert denied.returncode != 0
+    assert 'admission webhook "admission.fleetplane.dev" denied the request' in denied.stderr
+    assert "docker.io/library/busybox" in denied.stderr, denied.stderr
+    cluster.kubectl("delete", "pod", "train-ok", "-n", TEAM_NAMESPACE, "--wait=false")
+
+    # 3. a second up changes nothing -------------------------------------------------------
+    assert preview_steps(stack) == []
+    started = time.monotonic()
+    stack.pulumi("up", "--yes", "--expect-no-changes")
+    print(f"second pulumi up (no changes) in {time.monotonic() - started:.0f}s")
+
+    # 4. one quota changes: that change, everywhere the quota is written, and nothing else --
+    assert stack.config_file is not None
+    config = yaml.safe_load(stack.config_file.read_text())
+    changed = copy.deepcopy(config)
+    teams = changed["config"]["fleetplane:fleet"]["teams"]
+    analytics = next(team for team in teams if team["name"] == "analytics")
+    analytics["quota"]["nvidia.com/gpu"] = 24
+    stack.config_file.write_text(yaml.safe_dump(changed, sort_keys=False))
+    steps = preview_steps(stack)
+    assert {(step["op"], name_of(step["urn"])) for step in steps} == {
+        # the namespace's quota, the team's Volcano queue, and the rendered document that
+        # OPA and the controller read
+        ("update", "local-analytics-analytics-accelerators-nvidia-com-gpu"),
+        ("update", "local-volcano-analytics"),
+        ("update", "local-opa-fleetplane-system-fleetplane-opa-data"),
+        ("update", "local-controller-fleetplane-system-fleetplane-controller-config"),
+    }, json.dumps(steps, indent=2)[:4000]
+    stack.pulumi("up", "--yes")
+    quota = cluster.get_json("resourcequota", "accelerators-nvidia-com-gpu", "-n", "analytics")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "24"}
+
+    # 5. destroy removes everything it created ---------------------------------------------
+    stack.pulumi("destroy", "--yes")
+    assert stack.resource_count() == 0
+    left = cluster.get_json("namespaces", "-l", "fleetplane.dev/team")["items"]
+    assert [ns for ns in left if ns.get("status", {}).get("phase") != "Terminating"] == []
+    assert (
+        cluster.kubectl(
+            "get", "validatingwebhookconfiguration", "fleetplane-opa", check=False
+        ).returncode
+        != 0
+    )
+    assert (
+        cluster.kubectl("get", "crd", "queues.scheduling.volcano.sh", check=False).returncode != 0
+    )
+    classes = {pc["metadata"]["name"] for pc in cluster.get_json("priorityclasses")["items"]}
+    assert not any(name.startswith("fleetplane-") for name in classes)
+
+
+def test_python_sdks_are_the_releases_of_the_pinned_cli_and_provider() -> None:
+    """The SDK asks the engine for the provider at its own version, and the CLI and the SDK
+    speak one protocol release: pyproject.toml pins what tools/go/pulumi* build."""
+    from tools import bootstrap
+
+    tools = {tool.name: tool.version.lstrip("v") for tool in bootstrap.pinned_tools()}
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"pulumi=={tools["pulumi"]}"' in text
+    assert f'"pulumi-kubernetes=={tools["pulumi-resource-kubernetes"]}"' in text
