@@ -493,7 +493,14 @@ def policy_gate_manifests(
                             "apiGroups": ["batch"],
                             "apiVersions": ["v1"],
                             "operations": ["CREATE", "UPDATE"],
-                            "resources": ["jobs"],
+                            "resources": ["jobs", "cronjobs"],
+                            "scope": "Namespaced",
+                        },
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["deployments", "statefulsets"],
                             "scope": "Namespaced",
                         },
                         {
@@ -523,8 +530,13 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
     return [
         # observe nodes; cordon and label them during driver upgrades
         {"apiGroups": [""], "resources": ["nodes"], "verbs": [*read, "patch"]},
-        # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods
-        {"apiGroups": [""], "resources": ["pods"], "verbs": [*read, "patch", "delete"]},
+        # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods; run the
+        # driver-upgrade validator pod on a node
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*read, "create", "patch", "delete"]},
+        # team namespaces: spend accumulator and budget-warning annotations, Events on them
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*read, "patch"]},
+        # PodDisruptionBudgets decide which victims and drains can go ahead
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
         # drain through the eviction API so PodDisruptionBudgets are honoured
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -534,12 +546,13 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
             "resources": ["podgroups", "queues"],
             "verbs": read,
         },
-        # suspend or stop Volcano jobs
+        # suspend or stop Volcano jobs (Volcano has no suspend field: an AbortJob Command)
         {
             "apiGroups": ["batch.volcano.sh"],
             "resources": ["jobs"],
             "verbs": [*read, "patch", "update"],
         },
+        {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
         # find a pod's owner and scale it to zero
         {
             "apiGroups": ["apps"],
@@ -565,8 +578,12 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "resourceNames": [config.controller.lease_name],
-            "verbs": ["get", "update"],
+            # one Lease for reconcile passes, one for driver-upgrade passes
+            "resourceNames": [
+                config.controller.lease_name,
+                f"{config.controller.lease_name}-upgrade",
+            ],
+            "verbs": ["get", "update", "patch"],
         },
     ]
     if config.opa.deploy:
@@ -581,9 +598,9 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
 
 
 def controller_manifests(config: FleetConfig) -> list[Manifest]:
-    """ServiceAccount, least-privilege RBAC, the rendered configuration and the CronJob."""
+    """ServiceAccount, least-privilege RBAC, the rendered configuration and the CronJobs
+    (reconcile passes, and driver-upgrade passes)."""
     ns = config.system_namespace
-    settings = config.controller
     component = "controller"
     selector = {"app.kubernetes.io/name": CONTROLLER_NAME}
     rendered = render_opa_data(config)
@@ -597,7 +614,6 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             {"name": "opa-ca", "configMap": {"name": f"{config.opa.name}-ca", "optional": True}}
         )
         mounts.append({"name": "opa-ca", "mountPath": OPA_CA_MOUNT, "readOnly": True})
-    period = settings.period_seconds
     return [
         {
             "apiVersion": "v1",
@@ -644,69 +660,105 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             "metadata": _meta(f"{CONTROLLER_NAME}-config", ns, component=component),
             "data": {CONFIG_FILE: json.dumps(rendered, indent=2)},
         },
-        {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": _meta(CONTROLLER_NAME, ns, component=component, extra_labels=selector),
-            "spec": {
-                "schedule": rendered["controller"]["schedule"],
-                "suspend": settings.suspend,
-                "concurrencyPolicy": "Forbid",
-                "startingDeadlineSeconds": period,
-                "successfulJobsHistoryLimit": 3,
-                "failedJobsHistoryLimit": 3,
-                "jobTemplate": {
-                    "spec": {
-                        "backoffLimit": 0,
-                        "activeDeadlineSeconds": period,
-                        "ttlSecondsAfterFinished": 3600,
-                        "template": {
-                            "metadata": {"labels": {**common_labels(component), **selector}},
-                            "spec": {
-                                "serviceAccountName": CONTROLLER_NAME,
-                                "restartPolicy": "Never",
-                                "securityContext": {
-                                    "runAsNonRoot": True,
-                                    "runAsUser": 65532,
-                                    "seccompProfile": {"type": "RuntimeDefault"},
-                                },
-                                "containers": [
-                                    {
-                                        "name": "controller",
-                                        "image": settings.image,
-                                        "command": ["python", "-m", "controller", "reconcile"],
-                                        "env": [
-                                            {
-                                                "name": CONFIG_ENV,
-                                                "value": f"{CONFIG_MOUNT}/{CONFIG_FILE}",
-                                            },
-                                            {
-                                                "name": "POD_NAMESPACE",
-                                                "valueFrom": {
-                                                    "fieldRef": {"fieldPath": "metadata.namespace"}
-                                                },
-                                            },
-                                        ],
-                                        "resources": {
-                                            "requests": {"cpu": "100m", "memory": "256Mi"},
-                                            "limits": {"memory": "1Gi"},
-                                        },
-                                        "securityContext": {
-                                            "allowPrivilegeEscalation": False,
-                                            "readOnlyRootFilesystem": True,
-                                            "capabilities": {"drop": ["ALL"]},
-                                        },
-                                        "volumeMounts": mounts,
-                                    }
-                                ],
-                                "volumes": volumes,
+        _controller_cronjob(
+            config,
+            name=CONTROLLER_NAME,
+            command=["reconcile"],
+            schedule=rendered["controller"]["schedule"],
+            selector=selector,
+            volumes=volumes,
+            mounts=mounts,
+        ),
+        # Driver upgrades run as their own passes under their own Lease, at the same period.
+        _controller_cronjob(
+            config,
+            name=f"{CONTROLLER_NAME}-upgrade",
+            command=["upgrade", "run"],
+            schedule=rendered["controller"]["schedule"],
+            selector=selector,
+            volumes=volumes,
+            mounts=mounts,
+        ),
+    ]
+
+
+def _controller_cronjob(
+    config: FleetConfig,
+    *,
+    name: str,
+    command: list[str],
+    schedule: str,
+    selector: dict[str, str],
+    volumes: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> Manifest:
+    """A controller CronJob: one pass per run, never two at once."""
+    ns = config.system_namespace
+    settings = config.controller
+    component = "controller"
+    period = settings.period_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _meta(name, ns, component=component, extra_labels=selector),
+        "spec": {
+            "schedule": schedule,
+            "suspend": settings.suspend,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": period,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": period,
+                    "ttlSecondsAfterFinished": 3600,
+                    "template": {
+                        "metadata": {"labels": {**common_labels(component), **selector}},
+                        "spec": {
+                            "serviceAccountName": CONTROLLER_NAME,
+                            "restartPolicy": "Never",
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"},
                             },
+                            "containers": [
+                                {
+                                    "name": "controller",
+                                    "image": settings.image,
+                                    "command": ["python", "-m", "controller", *command],
+                                    "env": [
+                                        {
+                                            "name": CONFIG_ENV,
+                                            "value": f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+                                        },
+                                        {
+                                            "name": "POD_NAMESPACE",
+                                            "valueFrom": {
+                                                "fieldRef": {"fieldPath": "metadata.namespace"}
+                                            },
+                                        },
+                                    ],
+                                    "resources": {
+                                        "requests": {"cpu": "100m", "memory": "256Mi"},
+                                        "limits": {"memory": "1Gi"},
+                                    },
+                                    "securityContext": {
+                                        "allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]},
+                                    },
+                                    "volumeMounts": mounts,
+                                }
+                            ],
+                            "volumes": volumes,
                         },
-                    }
-                },
+                    },
+                }
             },
         },
-    ]
+    }
 
 
 # ---------------------------------------------------------------------------------------------

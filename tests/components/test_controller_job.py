@@ -39,8 +39,11 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
     # (group, resource) -> verbs, exactly
     want = {
         ("", "nodes"): {"get", "list", "watch", "patch"},
-        ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+        ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
         ("", "pods/eviction"): {"create"},
+        ("", "namespaces"): {"get", "list", "watch", "patch"},
+        ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
+        ("bus.volcano.sh", "commands"): {"create"},
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
         ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
@@ -72,8 +75,8 @@ def test_namespaced_role_covers_only_the_lease_and_opa_endpoints(prod_controller
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "resourceNames": ["fleetplane-controller"],
-            "verbs": ["get", "update"],
+            "resourceNames": ["fleetplane-controller", "fleetplane-controller-upgrade"],
+            "verbs": ["get", "update", "patch"],
         },
         {
             "apiGroups": ["discovery.k8s.io"],
@@ -93,7 +96,18 @@ def test_namespaced_role_covers_only_the_lease_and_opa_endpoints(prod_controller
 
 def test_cronjob(prod_controller) -> None:
     fleet, declared = prod_controller
-    (cron,) = declared.kind("CronJob")
+    crons = {c["metadata"]["name"]: c for c in declared.kind("CronJob")}
+    assert set(crons) == {"fleetplane-controller", "fleetplane-controller-upgrade"}
+    upgrade = crons["fleetplane-controller-upgrade"]["spec"]["jobTemplate"]["spec"]["template"]
+    assert upgrade["spec"]["containers"][0]["command"] == [
+        "python",
+        "-m",
+        "controller",
+        "upgrade",
+        "run",
+    ]
+    assert crons["fleetplane-controller-upgrade"]["spec"]["concurrencyPolicy"] == "Forbid"
+    cron = crons["fleetplane-controller"]
     spec = cron["spec"]
     assert spec["schedule"] == "*/5 * * * *"
     assert spec["concurrencyPolicy"] == "Forbid"
@@ -122,7 +136,8 @@ def test_cronjob(prod_controller) -> None:
 def test_local_cronjob_is_suspended(declare: Declare, stack_fleets: dict[str, FleetConfig]) -> None:
     fleet = stack_fleets["local"]
     declared = declare(lambda: ControllerJob("local-controller", ControllerJobArgs(fleet=fleet)))
-    (cron,) = declared.kind("CronJob")
-    assert cron["spec"]["suspend"] is True and cron["spec"]["schedule"] == "* * * * *"
+    crons = declared.kind("CronJob")
+    assert len(crons) == 2
+    assert all(c["spec"]["suspend"] is True and c["spec"]["schedule"] == "* * * * *" for c in crons)
     (role,) = declared.kind("Role")
     assert all(r["apiGroups"] != ["discovery.k8s.io"] for r in role["rules"])  # no in-cluster OPA
