@@ -553,16 +553,13 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
             "verbs": [*read, "patch", "update"],
         },
         {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
-        # find a pod's owner and scale it to zero
+        # find a pod's owner; a reclaimed notebook's Deployment or StatefulSet is scaled to zero
+        # by patching spec.replicas together with the annotation recording why
+        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": read},
         {
             "apiGroups": ["apps"],
-            "resources": ["deployments", "statefulsets", "replicasets"],
-            "verbs": read,
-        },
-        {
-            "apiGroups": ["apps"],
-            "resources": ["deployments/scale", "statefulsets/scale"],
-            "verbs": ["get", "patch", "update"],
+            "resources": ["deployments", "statefulsets"],
+            "verbs": [*read, "patch"],
         },
         # suspend Jobs
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*read, "patch", "update"]},

@@ -50,11 +50,9 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
         ("scheduling.volcano.sh", "podgroups"): {"get", "list", "watch"},
         ("scheduling.volcano.sh", "queues"): {"get", "list", "watch"},
         ("batch.volcano.sh", "jobs"): {"get", "list", "watch", "patch", "update"},
-        ("apps", "deployments"): {"get", "list", "watch"},
-        ("apps", "statefulsets"): {"get", "list", "watch"},
+        ("apps", "deployments"): {"get", "list", "watch", "patch"},
+        ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
         ("apps", "replicasets"): {"get", "list", "watch"},
-        ("apps", "deployments/scale"): {"get", "patch", "update"},
-        ("apps", "statefulsets/scale"): {"get", "patch", "update"},
         ("batch", "jobs"): {"get", "list", "watch", "patch", "update"},
     }
     got = {
