@@ -219,7 +219,8 @@ def table(document: dict[str, Any]) -> str:
     lines.append(
         f"replay: {t['wall_seconds']:.1f} s wall, {t['events']:,} events "
         f"({t['events_per_second']:,.0f}/s), {t['periods']:,} controller periods "
-        f"({t['periods_per_second']:,.0f}/s), {t['workers']} worker(s) on {t['cpus']} CPUs"
+        f"({t['periods_per_second']:,.0f}/s), {t['workers']} worker(s) on {t['cpus']} CPUs, "
+        f"{t['cpu_seconds']:,.0f} CPU-seconds (replay and OPA)"
     )
     for s in scenarios:
         st = s["throughput"]

@@ -8,7 +8,8 @@ they change the simulation instead of the Kubernetes API; they follow `controlle
 
 - idle (`act.idle`): a warning writes `idle-warned-at` and `reclaim-deadline` on the pod; a
   busy pod's warning is cleared; a workload is reclaimed only when OPA allows every one of its
-  pods (`fleetplane/decisions/reclaim`), all asked in one batch;
+  pods (`fleetplane/decisions/reclaim`), all asked in one batch together with the admission
+  reviews of the period (neither depends on the other's answers);
 - spend (`act.spend`): each team's accumulator is kept for the next pass and the month-to-date
   spend is published as `data.fleetplane.spend` (read by the admission gate);
 - preempt (`act.preempt`): for each planned preemption, on its best node first, every victim of
@@ -25,11 +26,12 @@ and GPU memory holds steady.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from components import labels as keys
 from controller.act.opa import Decision
-from controller.decide.idle import EvidenceRules, plan_idle
+from controller.decide.idle import EvidenceRules, IdlePlan, plan_idle
 from controller.decide.preempt import NodeOption, Preemption, opa_input, plan_preemption
 from controller.decide.preempt import select_victims as choose_victims
 from controller.decide.spend import Accumulator, plan_spend
@@ -73,9 +75,10 @@ class Controller:
             return pod.priority
         return self.priorities.get(pod.priority_class, 0)
 
-    def run_pass(self, at: float) -> None:
-        if not self.concerns:
-            return
+    def run_pass(self, at: float, admit: Callable[[list[dict[str, Any]]], list[Decision]]) -> None:
+        """One pass at trace time `at`. `admit(reclaim_inputs)` is called once, after the spend
+        document is published: it reviews the period's submissions and answers the reclaim
+        decisions in the same OPA query, returning the latter."""
         began = time.perf_counter()
         r = self.replay
         now = r.epoch + at
@@ -83,14 +86,22 @@ class Controller:
         pods += [j.view(at, r.epoch) for j in r.pending.values()]
         pods += [j.view(at, r.epoch) for j in r.running.values()]
         nodes = {n.name: n.view for pool in r.pools for n in r.live[pool.name] if n.ready}
-        freed: set[str] = set()
+        plan: IdlePlan | None = None
         if "idle" in self.concerns:
-            freed = self._idle(pods, at, now)
+            plan = self._idle_plan(pods, at, now)
         if "spend" in self.concerns:
             self._spend(pods, nodes, now)
+        # Deciding is done for idle and spend; their OPA questions go with the admission
+        # reviews (the reclaim decisions do not depend on spend, nor the reviews on reclaims).
+        inputs = self._reclaim_inputs(plan, now) if plan is not None else []
+        asked = time.perf_counter()
+        decisions = admit(inputs)
+        began += time.perf_counter() - asked  # the admission batch is not the controller's time
+        freed = self._reclaim(plan, decisions, at) if plan is not None else set()
         if "preempt" in self.concerns:
             self._preempt(pods, nodes, at, now, freed)
-        self.passes += 1
+        if self.concerns:
+            self.passes += 1
         self.seconds += time.perf_counter() - began
 
     # ------------------------------------------------------------------ idle
@@ -138,7 +149,8 @@ class Controller:
             },
         )
 
-    def _idle(self, pods: list[Pod], at: float, now: float) -> set[str]:
+    def _idle_plan(self, pods: list[Pod], at: float, now: float) -> IdlePlan:
+        """Judge every pod; write and clear warnings (`act.idle.warn`, `clear_warning`)."""
         r = self.replay
         plan = plan_idle(pods, self.fleet, self._evidence(at), now, self.rules)
         by_uid = {job.uid: job for job in r.running.values()}
@@ -160,8 +172,12 @@ class Controller:
                 )
                 job.invalidate()
                 r.counters.idle_warnings += 1 if counted else 0
-        if not plan.reclaim:
-            return set()
+        return plan
+
+    @staticmethod
+    def _reclaim_inputs(plan: IdlePlan, now: float) -> list[dict[str, Any]]:
+        """The reclaim decision input of every pod of every workload to reclaim
+        (`act.idle.reclaim`)."""
         inputs: list[dict[str, Any]] = []
         for item in plan.reclaim:
             for judgement in item.pods:
@@ -173,7 +189,14 @@ class Controller:
                         "idle": judgement.facts.opa_input(warned_at=judgement.warned_at, now=now),
                     }
                 )
-        decisions = iter(r.policy.evaluate(reclaim=inputs).reclaim)
+        return inputs
+
+    def _reclaim(self, plan: IdlePlan, answers: list[Decision], at: float) -> set[str]:
+        """Reclaim each workload whose every pod OPA allowed; the uids freed."""
+        r = self.replay
+        by_uid = {job.uid: job for job in r.running.values()}
+        counted = r._in_window(at)
+        decisions = iter(answers)
         freed: set[str] = set()
         for item in plan.reclaim:
             answers = [next(decisions) for _ in item.pods]
@@ -275,8 +298,11 @@ class Controller:
                 continue
             for victim in victims:
                 job = by_uid.get(victim.pod.uid)
-                if job is not None and job.node is not None:
+                if job is not None and job.node is not None and job.uid == victim.pod.uid:
                     r.evict(job, at)
+                elif r._in_window(at):
+                    # As `act.preempt._evict`: a victim that is gone has freed its devices.
+                    r.counters.victims_already_gone += 1
                 evicted.append(victim)
                 team = victim.team or ""
                 for resource, n in victim.frees.items():

@@ -27,6 +27,7 @@ What is modelled, and how (docs/replay.md has the reasons):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import heapq
 import time
@@ -37,7 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from controller.act.opa import Decision
 from controller.decide.preempt import fits
+from controller.observe.model import Pod
 from controller.replay.generate import Workload
 from controller.replay.model import (
     TERMINATION_GRACE_SECONDS,
@@ -106,6 +109,9 @@ class Counters:
     """Victims evicted."""
     preemptors_served: int = 0
     preemptions_denied: int = 0
+    victims_already_gone: int = 0
+    """Victims planned that this pass had already removed (reclaimed for idleness): `act`
+    counts an eviction of a pod that is gone as done."""
     preempt_lost_gpu_seconds: float = 0.0
     preempted_by_type: dict[str, int] = field(default_factory=dict)
     spot_interruptions: int = 0
@@ -282,7 +288,16 @@ class Replay:
 
     def _period(self, at: float) -> None:
         self.periods += 1
-        self.controller.run_pass(at)
+        self.controller.run_pass(at, lambda reclaim: self._admit(at, reclaim))
+        self._sample(at)
+        if self.progress is not None and self.periods % 2000 == 0:
+            self.progress(f"{self.scenario.name}: day {at / 86400:.1f}")
+        if at + self.period <= self.horizon:
+            self._push(at + self.period, PERIOD)
+
+    def _admit(self, at: float, reclaim: list[dict[str, Any]]) -> list[Decision]:
+        """Review the pods submitted in the period starting at `at`, with the spend the
+        controller has just published; `reclaim` decisions ride along in the same query."""
         self.batch_end = at + self.period
         batch: list[Job] = []
         while self.submissions and self.submissions[0][0] < self.batch_end:
@@ -291,24 +306,16 @@ class Replay:
                 break
             job.attempt_created = when
             batch.append(job)
-        if batch:
-            self._admit(batch)
-        self._sample(at)
-        if self.progress is not None and self.periods % 2000 == 0:
-            self.progress(f"{self.scenario.name}: day {at / 86400:.1f}")
-        if at + self.period <= self.horizon:
-            self._push(at + self.period, PERIOD)
-
-    def _admit(self, batch: list[Job]) -> None:
-        """Review the pods of `batch` with the spend the controller last published."""
         answers = self.policy.evaluate(
             admission=[
                 (job.review(), int((self.epoch + job.attempt_created) * 1e9)) for job in batch
             ],
             spend=self.spend_document,
+            reclaim=reclaim,
         )
         for job, admission in zip(batch, answers.admission, strict=True):
             self._push(job.attempt_created, ARRIVE, (job, admission))
+        return answers.reclaim
 
     def _sample(self, at: float) -> None:
         s = self.series
@@ -706,7 +713,5 @@ class Replay:
                 self._account_node(node, at)
 
 
-def _deleting(view: Any) -> Any:
-    import dataclasses
-
+def _deleting(view: Pod) -> Pod:
     return dataclasses.replace(view, deleting=True)

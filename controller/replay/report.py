@@ -41,6 +41,7 @@ def write(out: Path, document: dict[str, Any]) -> dict[str, Path]:
         "cost": out / "cost.png",
         "ratios": out / "utilisation.png",
         "timeline": out / "fleet-over-time.png",
+        "daily": out / "ratios-over-time.png",
         "waits": out / "queue-wait.png",
         "disruptions": out / "reclaimed-and-lost.png",
         "calibration": out / "calibration.png",
@@ -51,6 +52,7 @@ def write(out: Path, document: dict[str, Any]) -> dict[str, Path]:
     _cost(paths["cost"], scenarios)
     _ratios(paths["ratios"], scenarios)
     _timeline(paths["timeline"], scenarios)
+    _daily(paths["daily"], scenarios)
     _waits(paths["waits"], scenarios)
     _disruptions(paths["disruptions"], scenarios)
     _calibration(paths["calibration"], document["calibration"])
@@ -156,9 +158,44 @@ def _timeline(path: Path, scenarios: list[dict[str, Any]]) -> None:
         frameon=False,
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.955))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+SCENARIO_COLOURS = ("#7f7f7f", "#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")
+
+
+def _daily(path: Path, scenarios: list[dict[str, Any]]) -> None:
+    """Allocation and busy ratios per day, one line per scenario."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    for k, (s, label) in enumerate(zip(scenarios, _labels(scenarios), strict=True)):
+        series = s["series"]
+        days: dict[int, list[float]] = {}
+        for hour, provisioned, allocated, busy in zip(
+            series["hour"], series["provisioned"], series["allocated"], series["busy"], strict=True
+        ):
+            day = days.setdefault(int(hour // 24), [0.0, 0.0, 0.0])
+            day[0] += provisioned
+            day[1] += allocated
+            day[2] += busy
+        x = sorted(d for d in days if days[d][0] > 0)
+        colour = SCENARIO_COLOURS[k % len(SCENARIO_COLOURS)]
+        for ax, column in zip(axes, (1, 2), strict=True):
+            ax.plot(
+                x,
+                [days[d][column] / days[d][0] * 100 for d in x],
+                color=colour,
+                lw=1.2,
+                label=label,
+            )
+    for ax, title in zip(axes, ("allocated", "busy (utilisation > 0)"), strict=True):
+        ax.set_title(f"{title}, % of GPU-hours of nodes up, per day")
+        ax.set_xlabel("day of the trace")
+        ax.set_ylim(0, 100)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0].legend(frameon=False, fontsize=8, loc="lower left")
+    _save(fig, path)
 
 
 def _waits(path: Path, scenarios: list[dict[str, Any]]) -> None:
@@ -253,6 +290,14 @@ def _calibration(path: Path, calibration: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- markdown
 
 
+CALIBRATION_LABELS = {
+    "pod_mean_util_percent": "mean of pods' lifetime utilisation",
+    "pod_median_util_percent": "median of pods' lifetime utilisation",
+    "pods_at_zero": "pods at 0 % all their life",
+    "idle_share_of_reserved_gpu_time": "reserved GPU time fully idle",
+}
+
+
 def _money(x: float) -> str:
     return f"${x:,.0f}"
 
@@ -313,6 +358,9 @@ def markdown(document: dict[str, Any], files: dict[str, str]) -> str:
         "the configuration's on-demand and spot prices."
     )
     add("")
+    for line in _reading(scenarios):
+        add(f"- {line}")
+    add("")
     add(_steps(scenarios))
     add("")
     add(_claims(scenarios))
@@ -322,6 +370,8 @@ def markdown(document: dict[str, Any], files: dict[str, str]) -> str:
     add(f"![Allocated and busy]({files['ratios']})")
     add("")
     add(f"![GPUs over time]({files['timeline']})")
+    add("")
+    add(f"![Ratios over time]({files['daily']})")
     add("")
     add(f"![Queue waits]({files['waits']})")
     add("")
@@ -410,6 +460,36 @@ def markdown(document: dict[str, Any], files: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _reading(scenarios: list[dict[str, Any]]) -> list[str]:
+    """A few sentences read off the figures."""
+    lines: list[str] = []
+    steps = list(itertools.pairwise(scenarios))
+    if steps:
+        before, after = min(
+            steps, key=lambda p: p[1]["cost_usd"]["total"] / (p[0]["cost_usd"]["total"] or 1)
+        )
+        change = after["cost_usd"]["total"] / (before["cost_usd"]["total"] or 1) - 1
+        lines.append(
+            f"The largest single step is *{after['title']}*: {change:+.0%} on the bill against "
+            f"*{before['title']}*."
+        )
+    for before, after in steps:
+        reclaimed = after["reclaim"]["gpu_hours"] - before["reclaim"]["gpu_hours"]
+        if reclaimed > 0 and "idle" in after["controller"] and "idle" not in before["controller"]:
+            billed = before["gpu_hours"]["billed"] - after["gpu_hours"]["billed"]
+            lines.append(
+                f"Idle reclamation returned {reclaimed:,.0f} GPU-hours to the fleet; the bill "
+                f"fell by {billed:,.0f} GPU-hours ({billed / reclaimed:.0%} of that): a "
+                "reclaimed GPU stops costing only when its whole node empties and is removed."
+            )
+    harmed = sum(s["harmed_non_preemptible"]["count"] for s in scenarios)
+    preempted = sum(s["preemption"]["victims"] for s in scenarios)
+    lines.append(
+        f"{preempted} preemption(s) in all; {harmed} pod(s) of non-preemptible types harmed."
+    )
+    return lines
+
+
 def _steps(scenarios: list[dict[str, Any]]) -> str:
     """What each scenario changed against the one before it."""
     rows = [
@@ -484,8 +564,8 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     add("")
     add(
         f"`{trace['source']}`: {trace['gpu_pods']:,} pods ask for GPUs "
-        f"({trace['sharing_pods']:,} of them a share of one GPU; "
-        f"{', '.join(f'{v} {k}' for k, v in trace['skipped'].items())} left out), "
+        f"({trace['sharing_pods']:,} of them a share of one GPU; left out: "
+        f"{', '.join(f'{v:,} {k}' for k, v in trace['skipped'].items())}), "
         f"{trace['never_scheduled']:,} never scheduled by the traced cluster. At most "
         f"{trace['peak_gpus']} GPUs were held at once. The traced cluster had {trace['nodes']:,} "
         f"GPU nodes ({trace['node_gpus']:,} GPUs, most in nodes of {trace['gpus_per_node']}): the "
@@ -522,7 +602,9 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
         + ", ".join(f"{k} {v:.0%}" for k, v in mix["ls-single"].items())
         + "; one-GPU BE pods are "
         + ", ".join(f"{k} {v:.0%}" for k, v in mix["be-single"].items())
-        + f". Guaranteed training uses the higher priority class ({', '.join(a['high_priority_qos'])})."
+        + ". Training pods of QoS "
+        + ", ".join(a["high_priority_qos"])
+        + " use the type's higher priority class."
     )
     teams = "; ".join(
         f"{kind}: " + ", ".join(f"{t} {w:.0%}" for t, w in shares.items())
@@ -543,9 +625,10 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     add(
         "- **Utilisation** over each pod's progress: a pod is either inert (0 % all its life) or "
         "alternates active phases at a per-pod lognormal level and pauses at 0 % (exponential "
-        f"lengths). {shapes}. Failed pods are {a['failed_inert']:.0%} more likely inert; pods "
-        f"running {a['long_run_seconds'] / 3600:.0f} h or more are inert "
-        f"{a['long_inert_factor']:.0%} as often. GPU memory is held steady."
+        f"lengths). {shapes}. Pods the trace records as Failed are inert with "
+        f"{a['failed_inert'] * 100:.0f} points more probability; pods running "
+        f"{a['long_run_seconds'] / 3600:.0f} h or more are inert {a['long_inert_factor']:.0%} as "
+        "often. GPU memory is held steady."
     )
     add(
         "- **Checkpoints**: "
@@ -585,7 +668,7 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
             if key in ("pods_at_zero", "idle_share_of_reserved_gpu_time")
             else f"{got}%"
         )
-        add(f"| {key.replace('_', ' ')} | {shown} | {got_shown} | {target['source']} |")
+        add(f"| {CALIBRATION_LABELS.get(key, key)} | {shown} | {got_shown} | {target['source']} |")
     add("")
     add(f"![Calibration]({files['calibration']})")
     add("")
@@ -597,7 +680,8 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     add("## Reproduce")
     add("")
     add("```sh")
-    add("python -m controller.replay --out DIR          # every scenario, this report in DIR")
+    add("python -m controller.replay --out DIR          # the default scenarios, this report")
+    add("python -m controller.replay --scenario all --out DIR   # with the optional scenarios")
     add("python -m controller.replay --scenario fixed --scenario governed --out DIR")
     add("python bench/replay.py                          # the default trace, figures table")
     add("```")
@@ -605,7 +689,8 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     t = document["throughput"]
     add(
         f"This replay: {t['wall_seconds']:.1f} s wall on {t['cpus']} CPUs with {t['workers']} "
-        f"worker(s), {t['events']:,} events ({t['events_per_second']:,.0f}/s), "
+        f"worker(s), {t.get('cpu_seconds', 0):,.0f} CPU-seconds (replay and OPA), "
+        f"{t['events']:,} events ({t['events_per_second']:,.0f}/s), "
         f"{t['periods']:,} controller periods ({t['periods_per_second']:,.0f}/s)."
     )
     return "\n".join(out)

@@ -189,6 +189,7 @@ def scenario_figures(replay: Replay) -> dict[str, Any]:
             "victims": c.preemptions,
             "preemptors_served": c.preemptors_served,
             "victims_denied_by_policy": c.preemptions_denied,
+            "victims_already_gone": c.victims_already_gone,
             "work_lost_gpu_hours": round(c.preempt_lost_gpu_seconds / HOUR, 2),
             "victims_by_type": dict(sorted(c.preempted_by_type.items())),
         },

@@ -177,7 +177,8 @@ def load_scenarios(
     variables: Mapping[str, int],
     only: tuple[str, ...] = (),
 ) -> ScenarioSet:
-    """Every scenario of the file (or those named in `only`, in the file's order)."""
+    """The file's default scenarios, or those named in `only` (`all`: every one), in the
+    file's order."""
     try:
         raw = yaml.safe_load(substitute(path.read_text(encoding="utf-8"), variables))
     except OSError as error:
@@ -188,7 +189,7 @@ def load_scenarios(
         raise ScenarioError(f"{path}: needs `fleet`, `assignment` and a list of `scenarios`")
     assignment = _assignment(raw.get("assignment"), path)
     names = [s.get("name") for s in raw["scenarios"] if isinstance(s, dict)]
-    unknown = [n for n in only if n not in names]
+    unknown = [n for n in only if n not in names and n != "all"]
     if unknown:
         raise ScenarioError(
             f"{path}: no scenario {', '.join(unknown)} (known: {', '.join(map(str, names))})"
@@ -197,7 +198,9 @@ def load_scenarios(
     for index, entry in enumerate(raw["scenarios"]):
         if not isinstance(entry, dict) or not entry.get("name"):
             raise ScenarioError(f"{path}: scenarios[{index}] needs a name")
-        if only and entry["name"] not in only:
+        if only and entry["name"] not in only and "all" not in only:
+            continue
+        if not only and entry.get("default", True) is False:
             continue
         scenarios.append(_scenario(entry, raw.get("fleet") or {}, assignment, path))
     return ScenarioSet(

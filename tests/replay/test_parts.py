@@ -78,6 +78,7 @@ def test_every_default_scenario_is_a_valid_configuration() -> None:
     fixed, autoscaled, spot, _, governed = scenarios
     assert [(p.min_nodes, p.max_nodes) for p in fixed.fleet.pools] == [(9, 9)]
     assert [(p.min_nodes, p.max_nodes) for p in autoscaled.fleet.pools] == [(0, 9)]
+    assert [(p.min_nodes, p.max_nodes) for p in spot.fleet.pools] == [(0, 9), (0, 5)]
     assert fixed.capacity_of("batch") == "on-demand"
     assert spot.capacity_of("training") == "spot"
     assert spot.capacity_of("notebook") == "on-demand"

@@ -129,6 +129,7 @@ def test_the_waiting_inference_pod_preempts_the_training_job(replay: Replay) -> 
             "victims": 1,
             "preemptors_served": 1,
             "victims_denied_by_policy": 0,
+            "victims_already_gone": 0,
             "work_lost_gpu_hours": 2.0,
             "victims_by_type": {"training": 1},
         },
