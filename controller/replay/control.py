@@ -91,8 +91,8 @@ class Controller:
             plan = self._idle_plan(pods, at, now)
         if "spend" in self.concerns:
             self._spend(pods, nodes, now)
-        # Deciding is done for idle and spend; their OPA questions go with the admission
-        # reviews (the reclaim decisions do not depend on spend, nor the reviews on reclaims).
+        # The reclaim questions go to OPA with the period's admission reviews, which read the
+        # spend just published: neither set of answers depends on the other.
         inputs = self._reclaim_inputs(plan, now) if plan is not None else []
         asked = time.perf_counter()
         decisions = admit(inputs)
@@ -154,7 +154,7 @@ class Controller:
         r = self.replay
         plan = plan_idle(pods, self.fleet, self._evidence(at), now, self.rules)
         by_uid = {job.uid: job for job in r.running.values()}
-        counted = r._in_window(at)
+        counted = r.in_window(at)
         for judgement in plan.clear:
             job = by_uid.get(judgement.pod.uid)
             if job is not None:
@@ -195,7 +195,7 @@ class Controller:
         """Reclaim each workload whose every pod OPA allowed; the uids freed."""
         r = self.replay
         by_uid = {job.uid: job for job in r.running.values()}
-        counted = r._in_window(at)
+        counted = r.in_window(at)
         decisions = iter(answers)
         freed: set[str] = set()
         for item in plan.reclaim:
@@ -269,7 +269,7 @@ class Controller:
                     freed[resource] = freed.get(resource, 0) + n
             need = {res: n - freed.get(res, 0) for res, n in option.need.items()}
             if all(n <= 0 for n in need.values()):
-                if evicted and r._in_window(at):
+                if evicted and r.in_window(at):
                     r.counters.preemptors_served += 1
                 return True
             remaining = [
@@ -292,7 +292,7 @@ class Controller:
                 if not answers[victim.pod.uid].allow:
                     excluded.add(victim.pod.uid)
                     denied = True
-                    if r._in_window(at):
+                    if r.in_window(at):
                         r.counters.preemptions_denied += 1
             if denied:
                 continue
@@ -300,7 +300,7 @@ class Controller:
                 job = by_uid.get(victim.pod.uid)
                 if job is not None and job.node is not None and job.uid == victim.pod.uid:
                     r.evict(job, at)
-                elif r._in_window(at):
+                elif r.in_window(at):
                     # As `act.preempt._evict`: a victim that is gone has freed its devices.
                     r.counters.victims_already_gone += 1
                 evicted.append(victim)

@@ -378,7 +378,7 @@ class Replay:
     def _arrive(self, job: Job, admission: Admission, at: float) -> bool:
         c = self.counters
         first = job.attempt == 0
-        counted = self._in_window(at)
+        counted = self.in_window(at)
         if counted:
             c.admission_reviews += 1
             for message in admission.warnings:
@@ -531,7 +531,7 @@ class Replay:
         job.preempted += 1
         job.lost_seconds += lost
         c = self.counters
-        if self._in_window(at):
+        if self.in_window(at):
             c.preemptions += 1
             c.preempt_lost_gpu_seconds += lost * job.gpus
             kind = job.workload_type
@@ -554,12 +554,12 @@ class Replay:
             job.finished_at = at
         else:
             saved_until = at + (back - progress)
-        if self._in_window(at):
+        if self.in_window(at):
             c.reclaims += 1
             c.reclaimed_gpu_seconds += job.gpus * self._overlap(at, saved_until)
         if back is not None:
             if saved_until <= self.horizon:
-                c.reclaims_resumed += 1 if self._in_window(at) else 0
+                c.reclaims_resumed += 1 if self.in_window(at) else 0
                 job.checkpoint = back if job.workload.checkpoint_seconds else job.checkpoint
                 self.resubmit(job, saved_until, progress=back)
             else:
@@ -588,7 +588,7 @@ class Replay:
         self.live[pool.name].append(node)
         self.nodes.append(node)
         if at > 0 or not ready_now:
-            self.counters.nodes_requested += 1 if self._in_window(at) else 0
+            self.counters.nodes_requested += 1 if self.in_window(at) else 0
         self._push(ready_at, NODE_READY, node)
         return node
 
@@ -607,7 +607,7 @@ class Replay:
         node.ready = False
         self.live[node.pool.name].remove(node)
         self._account_node(node, at)
-        if self._in_window(at):
+        if self.in_window(at):
             self.counters.nodes_removed += 1
         if len(self.live[node.pool.name]) < node.pool.config.min_nodes:
             self._request_node(node.pool, at)
@@ -630,7 +630,7 @@ class Replay:
         if node.gone_at is not None or not node.ready:
             return False
         c = self.counters
-        counted = self._in_window(at)
+        counted = self.in_window(at)
         if counted:
             c.spot_interruptions += 1
         for ghost in list(node.ghosts):
@@ -674,7 +674,7 @@ class Replay:
 
     # ------------------------------------------------------------------ accounting
 
-    def _in_window(self, at: float) -> bool:
+    def in_window(self, at: float) -> bool:
         return self.window[0] <= at <= self.window[1]
 
     def _overlap(self, a: float, b: float) -> float:
