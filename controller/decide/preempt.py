@@ -5,12 +5,17 @@ Who may wait for preemption (a *preemptor*): a pod that requests accelerators, i
 with PodScheduled=False/Unschedulable for at least `preemption_pending_seconds`, and is not
 being deleted. Preemptors are served highest priority first, then longest waiting.
 
-Who may be a *victim* on a node (`eligible`): a running pod holding a needed accelerator, not
-exempt, preemptible (label, else its type's default), past its type's `min_runtime_seconds`, and
-either of strictly lower priority than the preemptor, or, when the preemptor's team is inside
-its guaranteed quota, of a team above its own guarantee. Across teams the victim's team must
-keep at least its guaranteed quota after losing it. A pod whose PodDisruptionBudget allows no
-disruption right now is skipped (the Eviction API would refuse it).
+Who may be a *victim* on a node (`_candidate`): a running pod of a team holding a needed
+accelerator, not exempt, preemptible (label, else its type's default), past its type's
+`min_runtime_seconds`, of strictly lower priority than the preemptor, and not already being
+removed by this pass (`freeing`: its accelerators already count as free, so taking it again
+would count them twice). Across teams the victim's team must keep at least its guaranteed quota
+after losing it. These are the checks of the `fleetplane/decisions/preempt` policy, which OPA
+applies again to every victim before it is evicted: planning a victim the policy refuses (for
+instance one of equal priority) would only leave the preemptor waiting. A preemptor whose
+workload type is unknown waits, since the policy refuses every victim for it. A pod whose
+PodDisruptionBudget allows no disruption right now is skipped (the Eviction API would refuse
+it).
 
 Victim order is one comparator, `victim_order`, with numbered tie-breakers:
 
@@ -204,6 +209,7 @@ class _Ledger:
 
     free: dict[str, dict[str, int]]
     usage: dict[str, dict[str, int]]
+    freeing: frozenset[str] = frozenset()
     evicted: set[str] = field(default_factory=set)
 
 
@@ -234,7 +240,7 @@ def plan_preemption(
             for r, n in pod.demand.items():
                 left[r] = left.get(r, 0) - n
         free[name] = left
-    ledger = _Ledger(free=free, usage=team_usage(pods, fleet))
+    ledger = _Ledger(free=free, usage=team_usage(pods, fleet), freeing=frozenset(freeing))
 
     waiting = [
         p
@@ -284,14 +290,8 @@ def _plan_one(
 ) -> tuple[Preemption | None, str]:
     priority = priority_of(pod)
     team = fleet.namespaces.get(pod.namespace)
-    demand_families = families(pod)
-    inside_guarantee = False
-    if team is not None:
-        guaranteed = fleet.teams[team].guaranteed
-        held = ledger.usage.get(team, {})
-        inside_guarantee = all(
-            held.get(fam, 0) + n <= guaranteed.get(fam, 0) for fam, n in demand_families.items()
-        )
+    if (pod.workload_type or "") not in fleet.workload_types:
+        return None, f"workload type {pod.workload_type!r} is unknown, so no victim is allowed"
     options: list[NodeOption] = []
     for name in sorted(nodes):
         node = nodes[name]
@@ -310,7 +310,6 @@ def _plan_one(
                         pod,
                         priority,
                         team,
-                        inside_guarantee,
                         fleet,
                         pdbs,
                         priority_of,
@@ -349,14 +348,15 @@ def _candidate(
     preemptor: Pod,
     priority: int,
     team: str | None,
-    inside_guarantee: bool,
     fleet: FleetView,
     pdbs: list[DisruptionBudget],
     priority_of: Any,
     now: float,
     ledger: _Ledger,
 ) -> Candidate | None:
-    if victim.deleting or victim.terminal or victim.uid in ledger.evicted or victim.exempt:
+    if victim.deleting or victim.terminal or victim.exempt:
+        return None
+    if victim.uid in ledger.evicted or victim.uid in ledger.freeing:
         return None
     if victim.phase != "Running":
         return None
@@ -371,20 +371,18 @@ def _candidate(
     if running < wt.min_runtime_seconds:
         return None
     victim_priority = priority_of(victim)
+    if victim_priority >= priority:
+        return None
     victim_team = fleet.namespaces.get(victim.namespace)
+    if victim_team is None:
+        return None
     if victim_team != team:
-        if victim_team is None:
-            return None
         guaranteed = fleet.teams[victim_team].guaranteed
         held = ledger.usage.get(victim_team, {})
         if any(
             held.get(fam, 0) - n < guaranteed.get(fam, 0) for fam, n in families(victim).items()
         ):
             return None
-    by_priority = victim_priority < priority
-    by_quota = inside_guarantee and victim_team != team
-    if not (by_priority or by_quota):
-        return None
     if _pdb_blocks(victim, pdbs) is not None:
         return None
     checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)

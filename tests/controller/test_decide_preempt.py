@@ -240,3 +240,49 @@ def test_fits_checks_taints_selectors_and_readiness() -> None:
     assert not fits(
         pod, a_node("n").gpus(4).label("fleetplane.dev/pool", "h100").build()
     )  # too small
+
+
+def test_a_pod_this_pass_already_frees_is_not_taken_again() -> None:
+    # "reclaimed" is being removed by idle reclamation in this pass: its 4 GPUs already count
+    # as free. Taking it again as a victim would count them twice and plan too few victims.
+    pods = [
+        victim("reclaimed", 4, node="n1"),
+        victim("other", 4, node="n1"),
+        waiting(gpus=8),
+    ]
+    built = [p.build() for p in pods]
+    reclaimed = next(p for p in built if p.name == "reclaimed")
+    got = plan_preemption(
+        built,
+        {"n1": a_node("n1").gpus(8).build()},
+        [],
+        fleet(),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+        freeing=frozenset({reclaimed.uid}),
+    )
+    assert len(got.preemptions) == 1
+    option = got.preemptions[0].options[0]
+    assert_same(["other"], [v.pod.name for v in option.victims], "victims")
+    assert_same(["other"], [c.pod.name for c in option.candidates], "candidates")
+
+
+def test_equal_priority_across_teams_is_never_planned_even_inside_the_guarantee() -> None:
+    # research (guaranteed 16 GPUs, holding none) waits; analytics holds 10 (guaranteed 2) at
+    # the same priority. The preempt policy requires strictly higher priority for every
+    # victim, so planning these would only be refused by OPA.
+    pods = [
+        victim("same", 8, ns="analytics", priority=5000),
+        victim("w", 2, ns="analytics", node="n2", priority=5000),
+        waiting(priority=5000),
+    ]
+    got = plan(pods, [a_node("n1").gpus(8).build(), a_node("n2").gpus(2).build()])
+    assert got.preemptions == []
+    assert "no node" in got.waiting[0][1]
+
+
+def test_a_preemptor_of_unknown_workload_type_waits() -> None:
+    got = plan([victim("v", 8), waiting().type("no-such-type")], [a_node("n1").gpus(8).build()])
+    assert got.preemptions == []
+    assert "unknown" in got.waiting[0][1]
