@@ -224,12 +224,18 @@ def table(document: dict[str, Any]) -> str:
     )
     for s in scenarios:
         st = s["throughput"]
+        cpu = st.get("cpu_seconds")
+        used = (
+            f", {cpu['total']:.1f} CPU-s (replay {cpu['replay']:.1f}, OPA {cpu['opa']:.1f})"
+            if isinstance(cpu, dict)
+            else ""
+        )
         lines.append(
             f"  {s['name']}: {st['wall_seconds']:.1f} s, {st['events_per_second']:,.0f} events/s, "
             f"{st['periods_per_second']:,.0f} periods/s, controller {st['controller_seconds']:.1f} s, "
-            f"OPA {st['opa']['queries']} queries {st['opa']['seconds']:.1f} s "
+            f"OPA wait {st['opa']['seconds']:.1f} s in {st['opa']['queries']} queries "
             f"({st['opa']['admission_reviews']} reviews, {st['opa']['reclaim_decisions']} reclaim, "
-            f"{st['opa']['preempt_decisions']} preempt decisions)"
+            f"{st['opa']['preempt_decisions']} preempt decisions){used}"
         )
     return "\n".join(lines)
 

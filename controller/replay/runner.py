@@ -4,6 +4,7 @@ its own configuration and spend documents), and gather their figures in one docu
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import platform
 import resource
@@ -26,7 +27,7 @@ from controller.replay.generate import (
 )
 from controller.replay.opa import BatchClient
 from controller.replay.results import scenario_figures
-from controller.replay.scenarios import DEFAULT_SCENARIOS, Scenario, load_scenarios
+from controller.replay.scenarios import DEFAULT_SCENARIOS, Scenario, ScenarioSet, load_scenarios
 from controller.replay.trace import (
     DEFAULT_NODE_FILE,
     DEFAULT_POD_FILE,
@@ -101,22 +102,69 @@ OPA_GOGC = "400"
 """Go's GC target for the OPA servers the replay starts (unless GOGC is set): the admission
 gate allocates a lot per review, and collecting less often saves about a seventh of OPA's CPU
 at a few hundred megabytes of memory."""
+OPA_GOMAXPROCS = "1"
+"""Go threads running at once in each OPA the replay starts (unless GOMAXPROCS is set): each
+OPA answers one query at a time, several scenarios run side by side on few cores, and one
+thread spares the Go scheduler's spinning and parallel GC (a third less CPU per query)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Inputs:
+    """What every scenario of a run shares: built once in the parent, inherited by forked
+    workers (rebuilt by workers that were not forked)."""
+
+    options: Options
+    trace: Trace
+    variables: dict[str, int]
+    scenarios: ScenarioSet
+    workloads: list[Workload]
+    settings: Settings
+
+
+_inherited: _Inputs | None = None
+
+
+def _inputs(options: Options) -> _Inputs:
+    trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
+    variables = trace_variables(trace)
+    scenarios = load_scenarios(options.scenarios, variables=variables, only=options.only)
+    return _Inputs(
+        options=options,
+        trace=trace,
+        variables=variables,
+        scenarios=scenarios,
+        workloads=generate(trace.pods, scenarios.assignment, options.assumptions),
+        settings=replace(options.settings, window=measurement_window(trace, options.window)),
+    )
 
 
 def _worker(options: Options, name: str) -> dict[str, Any]:
+    """One scenario with its own OPA; its figures, with the CPU-seconds it used (this process
+    and its OPA server)."""
     os.environ.setdefault("GOGC", OPA_GOGC)  # inherited by the OPA server started below
-    trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
-    loaded = load_scenarios(options.scenarios, variables=trace_variables(trace), only=(name,))
-    workloads = generate(trace.pods, loaded.assignment, options.assumptions)
-    settings = replace(options.settings, window=measurement_window(trace, options.window))
+    os.environ.setdefault("GOMAXPROCS", OPA_GOMAXPROCS)
+    own_before = _cpu(resource.RUSAGE_SELF)
+    children_before = _cpu(resource.RUSAGE_CHILDREN)
+    inputs = _inherited if _inherited is not None and _inherited.options == options else None
+    if inputs is None:
+        inputs = _inputs(options)
+    scenario = next(s for s in inputs.scenarios.scenarios if s.name == name)
     server = OpaServer().start()
     client = BatchClient(server.url)
     try:
-        replay = run_scenario(loaded.scenarios[0], workloads, client, settings)
+        replay = run_scenario(scenario, inputs.workloads, client, inputs.settings)
     finally:
         client.close()
-        server.stop()
-    return scenario_figures(replay)
+        server.stop()  # waits for it: its CPU time is now among this process's children's
+    figures = scenario_figures(replay)
+    replay_cpu = _cpu(resource.RUSAGE_SELF) - own_before
+    opa_cpu = _cpu(resource.RUSAGE_CHILDREN) - children_before
+    figures["throughput"]["cpu_seconds"] = {
+        "replay": round(replay_cpu, 2),
+        "opa": round(opa_cpu, 2),
+        "total": round(replay_cpu + opa_cpu, 2),
+    }
+    return figures
 
 
 def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
@@ -124,12 +172,16 @@ def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
     say = progress or (lambda _: None)
     began = time.perf_counter()
     cpu_before = _cpu_seconds()
-    trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
-    variables = trace_variables(trace)
-    scenario_set = load_scenarios(options.scenarios, variables=variables, only=options.only)
-    workloads = generate(trace.pods, scenario_set.assignment, options.assumptions)
-    window = measurement_window(trace, options.window)
-    settings = replace(options.settings, window=window)
+    inputs = _inputs(options)
+    trace, variables, workloads, settings = (
+        inputs.trace,
+        inputs.variables,
+        inputs.workloads,
+        inputs.settings,
+    )
+    scenario_set = inputs.scenarios
+    window = settings.window
+    assert window is not None
     names = [s.name for s in scenario_set.scenarios]
     figures: dict[str, dict[str, Any]] = {}
     say(
@@ -146,18 +198,23 @@ def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
         finally:
             client.close()
     else:
+        global _inherited
+        _inherited = inputs  # workers in this process or forked from it use these inputs
         jobs = workers = options.jobs or len(names)
-        if jobs <= 1:
-            for name in names:
-                figures[name] = _worker(options, name)
-                say(_done(figures[name]))
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_worker, options, name): name for name in names}
-                for future in as_completed(futures):
-                    result = future.result()
-                    figures[futures[future]] = result
-                    say(_done(result))
+        try:
+            if jobs <= 1:
+                for name in names:
+                    figures[name] = _worker(options, name)
+                    say(_done(figures[name]))
+            else:
+                with ProcessPoolExecutor(max_workers=jobs, mp_context=_fork_context()) as pool:
+                    futures = {pool.submit(_worker, options, name): name for name in names}
+                    for future in as_completed(futures):
+                        result = future.result()
+                        figures[futures[future]] = result
+                        say(_done(result))
+        finally:
+            _inherited = None
     wall = time.perf_counter() - began
     cpu = _cpu_seconds() - cpu_before
     ordered = [figures[name] for name in names]
@@ -189,19 +246,37 @@ def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
     }
 
 
+def _fork_context() -> Any:
+    """Forked workers inherit the parent's trace and workloads (and its imports); where
+    there is no fork, workers rebuild them."""
+    try:
+        return multiprocessing.get_context("fork")
+    except ValueError:
+        return multiprocessing.get_context()
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of the processes it has waited for (the workers and the
     OPA servers they started), user and system."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
 
 
 def _done(figures: dict[str, Any]) -> str:
     t = figures["throughput"]
+    cpu = t.get("cpu_seconds")
+    used = (
+        f", {cpu['total']:.1f} CPU-s (replay {cpu['replay']:.1f}, OPA {cpu['opa']:.1f})"
+        if isinstance(cpu, dict)
+        else ""
+    )
     return (
         f"  {figures['name']}: {t['wall_seconds']:.1f} s, {t['events_per_second']:.0f} events/s, "
-        f"{t['periods_per_second']:.0f} periods/s, {t['opa']['queries']} OPA queries"
+        f"{t['periods_per_second']:.0f} periods/s, {t['opa']['queries']} OPA queries{used}"
     )
 
 
