@@ -4,16 +4,28 @@ A full Pod is several kilobytes of JSON; a pass over 50,000 pods keeps only what
 read (identity, labels, annotations, owner, node, accelerator demand, priority, scheduling
 constraints, times). `Pod.manifest()` rebuilds a Pod-shaped dict of those fields, which is what
 the OPA decision input receives.
+
+The `*_from_api` functions read only those fields, through `.get`, `[]` and iteration, so they
+take either plain dicts (orjson, the tests) or the lazy objects of `simdjson` that
+`KubeClient.list_objects` hands out (nothing else of a listed object is ever turned into Python
+objects). What a view keeps is copied out as plain dicts, lists and strings (`plain`). A field
+of the wrong JSON type raises `DecodeError`, naming the object and the field: an object the
+controller cannot read is never acted upon, and the pass stops before deciding anything.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+import simdjson
 
 from components import labels as keys
+from controller.errors import PermanentError
 
+T = TypeVar("T")
 ACCELERATOR_RESOURCES = frozenset(keys.ACCELERATOR_RESOURCES)
 
 
@@ -24,6 +36,106 @@ def is_accelerator(resource: str) -> bool:
 def family(resource: str) -> str:
     """The device family a resource counts against (MIG devices are GPUs)."""
     return keys.GPU_RESOURCE if resource.startswith(keys.MIG_RESOURCE_PREFIX) else resource
+
+
+class DecodeError(PermanentError):
+    """A listed object has a field of the wrong type (or is no object at all)."""
+
+
+_OBJECTS = (dict, simdjson.Object)
+_ARRAYS = (list, tuple, simdjson.Array)
+
+
+def plain(value: Any) -> Any:
+    """A decoded JSON value as plain Python: a lazy (simdjson) object or array is copied out,
+    anything else is returned as it is."""
+    if isinstance(value, simdjson.Object):
+        return value.as_dict()
+    if isinstance(value, simdjson.Array):
+        return value.as_list()
+    return value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, _OBJECTS):
+        return "object"
+    if isinstance(value, _ARRAYS):
+        return "array"
+    return type(value).__name__
+
+
+def _object(parent: Any, key: str, path: str) -> Any:
+    """parent[key] when it is a JSON object; {} when missing or null; DecodeError otherwise.
+    `path` (where parent is, a literal) only goes into the error."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, _OBJECTS):
+        raise DecodeError(f"{path}.{key}: expected an object, got {_kind(value)}")
+    return value
+
+
+def _array(parent: Any, key: str, path: str) -> Any:
+    """parent[key] when it is a JSON array of objects; () when missing or null."""
+    value = parent.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, _ARRAYS):
+        raise DecodeError(f"{path}.{key}: expected an array, got {_kind(value)}")
+    for index, element in enumerate(value):
+        if not isinstance(element, _OBJECTS):
+            raise DecodeError(f"{path}.{key}[{index}]: expected an object, got {_kind(element)}")
+    return value
+
+
+def _string(parent: Any, key: str, path: str, default: str | None = "") -> Any:
+    value = parent.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise DecodeError(f"{path}.{key}: expected a string, got {_kind(value)}")
+    return value
+
+
+def _string_map(parent: Any, key: str, path: str) -> dict[str, str]:
+    """parent[key] copied out as a dict of strings (labels, annotations, node selectors)."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, _OBJECTS):
+        raise DecodeError(f"{path}.{key}: expected an object, got {_kind(value)}")
+    copied = plain(value)
+    for k, v in copied.items():
+        if not isinstance(v, str):
+            raise DecodeError(f"{path}.{key}[{k!r}]: expected a string, got {_kind(v)}")
+    return copied if isinstance(value, simdjson.Object) else dict(copied)
+
+
+def _root(raw: Any) -> tuple[Any, Any, Any]:
+    """metadata, spec and status of an object ({} for each one missing)."""
+    if not isinstance(raw, _OBJECTS):
+        raise DecodeError(f"expected an object, got {_kind(raw)}")
+    return _object(raw, "metadata", ""), _object(raw, "spec", ""), _object(raw, "status", "")
+
+
+def _identity(kind: str, raw: Any) -> str:
+    """`pod ns/name` for an error message, as far as the object allows."""
+    try:
+        metadata = raw.get("metadata") or {}
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+    except (AttributeError, TypeError, ValueError):
+        return kind
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _decoding(kind: str, raw: Any, convert: Callable[[], T]) -> T:
+    """Run a conversion; any malformed field becomes a DecodeError naming the object."""
+    try:
+        return convert()
+    except DecodeError as error:
+        raise DecodeError(f"{_identity(kind, raw)}: {error}") from None
+    except (AttributeError, TypeError, ValueError, KeyError) as error:
+        raise DecodeError(f"{_identity(kind, raw)}: malformed: {error}") from None
 
 
 _TIME_CACHE: dict[str, float] = {}
@@ -53,28 +165,31 @@ def _count(quantity: Any) -> int:
         return 0
 
 
-def pod_demand(spec: dict[str, Any]) -> dict[str, int]:
+def pod_demand(spec: Any) -> dict[str, int]:
     """Accelerators a pod holds, per resource, with Kubernetes semantics: the larger of the app
     containers plus sidecar init containers, and the peak of any one regular init container
     (plus the sidecars started before it). Counted by limit (extended resources are allocated by
     limit; a request may only repeat it)."""
 
-    def of(container: dict[str, Any]) -> dict[str, int]:
-        resources = container.get("resources") or {}
+    def of(container: Any) -> dict[str, int]:
+        resources = _object(container, "resources", "spec.containers[]")
         found = {}
-        for source in (resources.get("limits") or {}, resources.get("requests") or {}):
+        for source in (
+            _object(resources, "limits", "spec.containers[].resources"),
+            _object(resources, "requests", "spec.containers[].resources"),
+        ):
             for resource, quantity in source.items():
                 if is_accelerator(resource) and resource not in found:
                     found[resource] = _count(quantity)
         return found
 
     steady: dict[str, int] = {}
-    for container in spec.get("containers") or ():
+    for container in _array(spec, "containers", "spec"):
         for resource, n in of(container).items():
             steady[resource] = steady.get(resource, 0) + n
     sidecars: dict[str, int] = {}
     peaks: dict[str, int] = {}
-    for container in spec.get("initContainers") or ():
+    for container in _array(spec, "initContainers", "spec"):
         counts = of(container)
         if container.get("restartPolicy") == "Always":
             for resource, n in counts.items():
@@ -181,84 +296,111 @@ class Pod:
         }
 
 
-def _controller_owner(metadata: dict[str, Any]) -> OwnerRef | None:
-    for ref in metadata.get("ownerReferences") or ():
+def _controller_owner(metadata: Any) -> OwnerRef | None:
+    for ref in _array(metadata, "ownerReferences", "metadata"):
         if ref.get("controller"):
+            path = "metadata.ownerReferences[]"
             return OwnerRef(
-                ref.get("apiVersion", ""), ref.get("kind", ""), ref["name"], ref.get("uid", "")
+                _string(ref, "apiVersion", path),
+                _string(ref, "kind", path),
+                _string(ref, "name", path),
+                _string(ref, "uid", path),
             )
     return None
 
 
-def _slim_container(container: dict[str, Any]) -> dict[str, Any]:
-    slim: dict[str, Any] = {"name": container.get("name", "")}
-    if container.get("image"):
-        slim["image"] = container["image"]
-    resources = container.get("resources")
+def _slim_container(container: Any) -> dict[str, Any]:
+    slim: dict[str, Any] = {"name": _string(container, "name", "spec.containers[]")}
+    image = _string(container, "image", "spec.containers[]")
+    if image:
+        slim["image"] = image
+    resources = plain(_object(container, "resources", "spec.containers[]"))
     if resources:
         slim["resources"] = resources
     return slim
 
 
-def accelerator_pod_from_api(raw: dict[str, Any]) -> Pod | None:
-    """The slim view of a pod that holds or requests accelerators; None (cheaply) for others."""
-    spec = raw.get("spec") or {}
-    demand = pod_demand(spec)
-    return pod_from_api(raw, demand) if demand else None
+def accelerator_pod_from_api(raw: Any) -> Pod | None:
+    """The slim view of a pod that holds or requests accelerators; None (cheaply) for others.
+    DecodeError (naming the pod and the field) when a field it reads has the wrong type."""
+
+    def convert() -> Pod | None:
+        spec = _root(raw)[1]
+        demand = pod_demand(spec)
+        return _pod(raw, demand) if demand else None
+
+    return _decoding("pod", raw, convert)
 
 
-def pod_from_api(raw: dict[str, Any], demand: dict[str, int] | None = None) -> Pod:
-    metadata = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+def pod_from_api(raw: Any, demand: dict[str, int] | None = None) -> Pod:
+    """The slim view of any pod; DecodeError when a field it reads has the wrong type."""
+    return _decoding("pod", raw, lambda: _pod(raw, demand))
+
+
+def _integer(parent: Any, key: str, path: str) -> int | None:
+    value = parent.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise DecodeError(f"{path}.{key}: expected an integer, got {_kind(value)}")
+    return value
+
+
+def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
+    metadata, spec, status = _root(raw)
     unschedulable_since = None
     scheduled_at = None
-    for condition in status.get("conditions") or ():
+    created = _string(metadata, "creationTimestamp", "metadata", None)
+    for condition in _array(status, "conditions", "status"):
         if condition.get("type") == "PodScheduled":
             if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
                 unschedulable_since = parse_time(condition.get("lastTransitionTime")) or parse_time(
-                    metadata.get("creationTimestamp")
+                    created
                 )
             elif condition.get("status") == "True":
                 scheduled_at = parse_time(condition.get("lastTransitionTime"))
-    phase = status.get("phase") or "Pending"
+    phase = _string(status, "phase", "status", None) or "Pending"
     finished = None
     if phase in ("Succeeded", "Failed"):
-        ends = [
-            parse_time(((s.get("state") or {}).get("terminated") or {}).get("finishedAt"))
-            for s in status.get("containerStatuses") or ()
-        ]
+        ends = []
+        for container in _array(status, "containerStatuses", "status"):
+            state = _object(container, "state", "status.containerStatuses[]")
+            terminated = _object(state, "terminated", "status.containerStatuses[].state")
+            ends.append(parse_time(terminated.get("finishedAt")))
         known = [e for e in ends if e is not None]
         finished = max(known) if known else None
-    affinity = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
+    terms: Any = ()
+    affinity = spec.get("affinity")
+    if affinity:
+        node_affinity = _object(_object(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity")
+        required = _object(
+            node_affinity,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            "spec.affinity.nodeAffinity",
         )
-        or {}
-    ).get("nodeSelectorTerms") or ()
+        terms = _array(required, "nodeSelectorTerms", "spec.affinity.nodeAffinity.required")
+    node_name = _string(spec, "nodeName", "spec", None)
     return Pod(
-        namespace=metadata.get("namespace", ""),
-        name=metadata.get("name", ""),
-        uid=metadata.get("uid", ""),
-        resource_version=metadata.get("resourceVersion", ""),
-        labels=metadata.get("labels") or {},
-        annotations=metadata.get("annotations") or {},
+        namespace=_string(metadata, "namespace", "metadata"),
+        name=_string(metadata, "name", "metadata"),
+        uid=_string(metadata, "uid", "metadata"),
+        resource_version=_string(metadata, "resourceVersion", "metadata"),
+        labels=_string_map(metadata, "labels", "metadata"),
+        annotations=_string_map(metadata, "annotations", "metadata"),
         owner=_controller_owner(metadata),
-        node_name=spec.get("nodeName"),
+        node_name=node_name or None,
         phase=phase,
-        priority=int(spec.get("priority") or 0),
-        priority_class=spec.get("priorityClassName"),
+        priority=_integer(spec, "priority", "spec") or 0,
+        priority_class=_string(spec, "priorityClassName", "spec", None),
         demand=pod_demand(spec) if demand is None else demand,
-        created=parse_time(metadata.get("creationTimestamp")) or 0.0,
-        started=parse_time(status.get("startTime")) or scheduled_at,
+        created=parse_time(created) or 0.0,
+        started=parse_time(_string(status, "startTime", "status", None)) or scheduled_at,
         finished=finished,
         deleting=bool(metadata.get("deletionTimestamp")),
-        unschedulable_since=unschedulable_since if not spec.get("nodeName") else None,
-        node_selector=spec.get("nodeSelector") or {},
-        tolerations=tuple(spec.get("tolerations") or ()),
-        required_affinity=tuple(affinity),
-        grace_seconds=spec.get("terminationGracePeriodSeconds"),
-        containers=tuple(_slim_container(c) for c in spec.get("containers") or ()),
+        unschedulable_since=unschedulable_since if not node_name else None,
+        node_selector=_string_map(spec, "nodeSelector", "spec"),
+        tolerations=tuple(plain(t) for t in _array(spec, "tolerations", "spec")),
+        required_affinity=tuple(plain(t) for t in terms),
+        grace_seconds=_integer(spec, "terminationGracePeriodSeconds", "spec"),
+        containers=tuple(_slim_container(c) for c in _array(spec, "containers", "spec")),
     )
 
 
@@ -287,25 +429,30 @@ class Node:
         return "on-demand"
 
 
-def node_from_api(raw: dict[str, Any]) -> Node:
-    metadata = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
-    allocatable = {
-        r: _count(q) for r, q in (status.get("allocatable") or {}).items() if is_accelerator(r)
-    }
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    return Node(
-        name=metadata.get("name", ""),
-        labels=metadata.get("labels") or {},
-        allocatable=allocatable,
-        taints=tuple(spec.get("taints") or ()),
-        ready=ready,
-        unschedulable=bool(spec.get("unschedulable")),
-    )
+def node_from_api(raw: Any) -> Node:
+    """The slim view of a node; DecodeError when a field it reads has the wrong type."""
+
+    def convert() -> Node:
+        metadata, spec, status = _root(raw)
+        allocatable = {
+            r: _count(q)
+            for r, q in _object(status, "allocatable", "status").items()
+            if is_accelerator(r)
+        }
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in _array(status, "conditions", "status")
+        )
+        return Node(
+            name=_string(metadata, "name", "metadata"),
+            labels=_string_map(metadata, "labels", "metadata"),
+            allocatable=allocatable,
+            taints=tuple(plain(t) for t in _array(spec, "taints", "spec")),
+            ready=ready,
+            unschedulable=bool(spec.get("unschedulable")),
+        )
+
+    return _decoding("node", raw, convert)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,15 +464,18 @@ class Namespace:
     annotations: dict[str, str]
 
 
-def namespace_from_api(raw: dict[str, Any]) -> Namespace:
-    metadata = raw.get("metadata") or {}
-    return Namespace(
-        name=metadata.get("name", ""),
-        uid=metadata.get("uid", ""),
-        resource_version=metadata.get("resourceVersion", ""),
-        labels=metadata.get("labels") or {},
-        annotations=metadata.get("annotations") or {},
-    )
+def namespace_from_api(raw: Any) -> Namespace:
+    def convert() -> Namespace:
+        metadata = _root(raw)[0]
+        return Namespace(
+            name=_string(metadata, "name", "metadata"),
+            uid=_string(metadata, "uid", "metadata"),
+            resource_version=_string(metadata, "resourceVersion", "metadata"),
+            labels=_string_map(metadata, "labels", "metadata"),
+            annotations=_string_map(metadata, "annotations", "metadata"),
+        )
+
+    return _decoding("namespace", raw, convert)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,14 +489,17 @@ class DisruptionBudget:
         return pod.namespace == self.namespace and selector_matches(self.selector, pod.labels)
 
 
-def pdb_from_api(raw: dict[str, Any]) -> DisruptionBudget:
-    metadata = raw.get("metadata") or {}
-    return DisruptionBudget(
-        namespace=metadata.get("namespace", ""),
-        name=metadata.get("name", ""),
-        selector=(raw.get("spec") or {}).get("selector") or {},
-        disruptions_allowed=int((raw.get("status") or {}).get("disruptionsAllowed") or 0),
-    )
+def pdb_from_api(raw: Any) -> DisruptionBudget:
+    def convert() -> DisruptionBudget:
+        metadata, spec, status = _root(raw)
+        return DisruptionBudget(
+            namespace=_string(metadata, "namespace", "metadata"),
+            name=_string(metadata, "name", "metadata"),
+            selector=plain(_object(spec, "selector", "spec")),
+            disruptions_allowed=_integer(status, "disruptionsAllowed", "status") or 0,
+        )
+
+    return _decoding("poddisruptionbudget", raw, convert)
 
 
 def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from controller.errors import NotFoundError
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.model import (
+    DecodeError,
     DisruptionBudget,
     Namespace,
     Node,
@@ -25,6 +27,7 @@ from controller.observe.model import (
     namespace_from_api,
     node_from_api,
     pdb_from_api,
+    plain,
 )
 
 
@@ -70,18 +73,28 @@ class Snapshot:
         return self.priority_classes.get(pod.priority_class, 0)
 
 
-def _volcano(kind: str, raw: dict[str, Any]) -> VolcanoObject:
-    metadata = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
-    phase = status.get("phase") or (status.get("state") or {}).get("phase") or status.get("state")
+def _volcano(kind: str, raw: Any) -> VolcanoObject:
+    metadata = plain(raw.get("metadata")) or {}
+    spec = plain(raw.get("spec")) or {}
+    status = plain(raw.get("status")) or {}
+    state = status.get("state")
+    phase = status.get("phase") or (state.get("phase") if isinstance(state, dict) else state)
+    queue = spec.get("queue") if isinstance(spec, dict) else None
     return VolcanoObject(
         kind=kind,
-        namespace=metadata.get("namespace", ""),
-        name=metadata.get("name", ""),
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata.get("name", "")),
         phase=phase if isinstance(phase, str) else "",
-        queue=spec.get("queue"),
+        queue=queue if isinstance(queue, str) else None,
     )
+
+
+def _priority_class(raw: Any) -> tuple[str, int]:
+    name = raw["metadata"]["name"]
+    value = raw.get("value") or 0
+    if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(f"priorityclass {name}: expected a name and an integer value")
+    return name, value
 
 
 VOLCANO_APIS = {
@@ -100,31 +113,28 @@ def take_snapshot(
     missing: list[str] = []
 
     def pods_in(namespace: str) -> list[Pod]:
-        kept: list[Pod] = []
-        for items in kube.list_pages(f"/api/v1/namespaces/{namespace}/pods", limit=page):
-            for raw in items:
-                pod = accelerator_pod_from_api(raw)
-                if pod is not None:
-                    kept.append(pod)
-        return kept
+        return kube.list_objects(
+            f"/api/v1/namespaces/{namespace}/pods", accelerator_pod_from_api, limit=page
+        )
 
-    def listed(path: str, convert: Callable[[dict[str, Any]], Any]) -> Callable[[], list[Any]]:
-        return lambda: [convert(raw) for raw in kube.list(path, limit=page)]
+    def listed(path: str, convert: Callable[[Any], Any]) -> Callable[[], list[Any]]:
+        return lambda: kube.list_objects(path, convert, limit=page)
 
     def volcano() -> list[VolcanoObject]:
         found: list[VolcanoObject] = []
         for kind, path in VOLCANO_APIS.items():
             try:
-                found.extend(_volcano(kind, raw) for raw in kube.list(path, limit=page))
+                found.extend(kube.list_objects(path, partial(_volcano, kind), limit=page))
             except NotFoundError:
                 missing.append(path)
         return found
 
     def priority_classes() -> dict[str, int]:
-        return {
-            raw["metadata"]["name"]: int(raw.get("value") or 0)
-            for raw in kube.list("/apis/scheduling.k8s.io/v1/priorityclasses", limit=page)
-        }
+        return dict(
+            kube.list_objects(
+                "/apis/scheduling.k8s.io/v1/priorityclasses", _priority_class, limit=page
+            )
+        )
 
     jobs: dict[str, Callable[[], Any]] = {
         "nodes": listed("/api/v1/nodes", node_from_api),
