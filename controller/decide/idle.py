@@ -258,8 +258,7 @@ def plan_idle(
 ) -> IdlePlan:
     """Judge every pod; group reclaim candidates by the workload that owns them."""
     plan = IdlePlan()
-    members: dict[str, list[PodJudgement]] = {}
-    targets: dict[str, Target] = {}
+    judged: list[PodJudgement] = []
     for pod in pods:
         wt = fleet.workload_types.get(pod.workload_type or "")
         window = wt.idle.window_seconds if wt and wt.idle else None
@@ -272,7 +271,13 @@ def plan_idle(
             plan.warn.append(judgement)
         elif judgement.verdict == Verdict.BUSY and judgement.warned:
             plan.clear.append(judgement)
-        target = reclaim_target(pod)
+        judged.append(judgement)
+    if not any(j.verdict == Verdict.RECLAIM for j in judged):
+        return plan  # no workload has a pod to reclaim: nothing to group
+    members: dict[str, list[PodJudgement]] = {}
+    targets: dict[str, Target] = {}
+    for judgement in judged:
+        target = reclaim_target(judgement.pod)
         targets[target.key] = target
         members.setdefault(target.key, []).append(judgement)
     for key, judgements in sorted(members.items()):

@@ -104,18 +104,31 @@ class PodCost:
     usd: float
 
 
-def pod_cost(pod: Pod, node: Node | None, fleet: FleetView, now: float) -> PodCost | None:
-    """The pod's cost this month, or None when it ran on no priced accelerator node."""
+def pod_cost(
+    pod: Pod,
+    node: Node | None,
+    fleet: FleetView,
+    now: float,
+    *,
+    priced: dict[str, tuple[Model | None, str]] | None = None,
+) -> PodCost | None:
+    """The pod's cost this month, or None when it ran on no priced accelerator node.
+    `priced` remembers each node's model and capacity type across the pods of one pass."""
     team = fleet.namespaces.get(pod.namespace)
     if team is None or node is None or not pod.node_name:
         return None
-    model: Model | None = fleet.model_of_node(node.labels)
+    known = priced.get(node.name) if priced is not None else None
+    if known is None:
+        known = (fleet.model_of_node(node.labels), node.capacity_type)
+        if priced is not None:
+            priced[node.name] = known
+    model, capacity_type = known
     if model is None:
         return None
     devices = sum(n for r, n in pod.demand.items() if r == model.resource) or (
         sum(pod.demand.values()) if model.resource == "nvidia.com/gpu" else 0
     )
-    price = model.price_per_hour_usd.get(node.capacity_type)
+    price = model.price_per_hour_usd.get(capacity_type)
     start = pod.started
     if devices <= 0 or price is None or start is None:
         return None
@@ -126,7 +139,7 @@ def pod_cost(pod: Pod, node: Node | None, fleet: FleetView, now: float) -> PodCo
         pod=pod,
         team=team,
         model=model.name,
-        capacity_type=node.capacity_type,
+        capacity_type=capacity_type,
         devices=devices,
         hours=hours,
         usd=devices * price * hours,
@@ -188,7 +201,8 @@ def team_spend(
         tracked = dict(kept)
     else:
         tracked = live
-    usd = gone + sum(live.values())
+    live_usd = sum(live.values())
+    usd = gone + live_usd
     alerts = set(carried.alerts if carried else ())
     crossed = []
     for name, ratio in (("warn", warn_ratio), ("deny", deny_ratio)):
@@ -200,7 +214,7 @@ def team_spend(
         month=month,
         usd=usd,
         budget_usd=budget_usd,
-        live_usd=sum(live.values()),
+        live_usd=live_usd,
         gone_usd=gone,
         folded_pods=folded,
         accumulator=Accumulator(
@@ -233,8 +247,9 @@ def plan_spend(
     now: float,
 ) -> SpendPlan:
     costs: dict[str, list[PodCost]] = {name: [] for name in fleet.teams}
+    priced: dict[str, tuple[Model | None, str]] = {}
     for pod in pods:
-        cost = pod_cost(pod, nodes.get(pod.node_name or ""), fleet, now)
+        cost = pod_cost(pod, nodes.get(pod.node_name or ""), fleet, now, priced=priced)
         if cost is not None and cost.team in costs:
             costs[cost.team].append(cost)
     teams = {
