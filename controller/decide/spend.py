@@ -34,7 +34,6 @@ Event on the team namespace fires once per month per threshold.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,15 +46,41 @@ MAX_TRACKED_PODS = 4000
 THRESHOLDS = ("warn", "deny")
 
 
-@functools.lru_cache(maxsize=16)
-def month_of(now: float) -> str:
-    return dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m")
+@dataclass(frozen=True, slots=True)
+class _Month:
+    name: str
+    start: float
+    end: float
 
 
-@functools.lru_cache(maxsize=16)
-def month_start(now: float) -> float:
+_last_month = _Month("", 0.0, 0.0)
+
+
+def _month(now: float) -> _Month:
+    """The calendar month (UTC) of `now`; the last one asked is remembered, since every pass
+    (and every pod of a pass) asks about the same month."""
+    global _last_month
+    known = _last_month
+    # A second's margin before the month's end: the remembered answer is only used where
+    # reading the clock again could not land in the next month.
+    if known.start <= now < known.end - 1.0:
+        return known
     moment = dt.datetime.fromtimestamp(now, dt.UTC)
-    return dt.datetime(moment.year, moment.month, 1, tzinfo=dt.UTC).timestamp()
+    start = dt.datetime(moment.year, moment.month, 1, tzinfo=dt.UTC)
+    following = dt.datetime(
+        moment.year + moment.month // 12, moment.month % 12 + 1, 1, tzinfo=dt.UTC
+    )
+    found = _Month(moment.strftime("%Y-%m"), start.timestamp(), following.timestamp())
+    _last_month = found
+    return found
+
+
+def month_of(now: float) -> str:
+    return _month(now).name
+
+
+def month_start(now: float) -> float:
+    return _month(now).start
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -153,6 +153,8 @@ class Controller:
         """Judge every pod; write and clear warnings (`act.idle.warn`, `clear_warning`)."""
         r = self.replay
         plan = plan_idle(pods, self.fleet, self._evidence(at), now, self.rules)
+        if not plan.clear and not plan.warn:
+            return plan
         by_uid = {job.uid: job for job in r.running.values()}
         counted = r.in_window(at)
         for judgement in plan.clear:
@@ -194,6 +196,8 @@ class Controller:
     def _reclaim(self, plan: IdlePlan, answers: list[Decision], at: float) -> set[str]:
         """Reclaim each workload whose every pod OPA allowed; the uids freed."""
         r = self.replay
+        if not plan.reclaim:
+            return set()
         by_uid = {job.uid: job for job in r.running.values()}
         counted = r.in_window(at)
         decisions = iter(answers)

@@ -92,10 +92,22 @@ def _spend_by_month(replay: Replay) -> dict[str, dict[str, float]]:
     """The largest month-to-date spend the controller published for each team and month."""
     s = replay.series
     out: dict[str, dict[str, float]] = {}
+    # Months begin on the hour: one date conversion an hour (not within a second of the next
+    # hour, where rounding could carry into it).
+    by_hour: dict[int, str] = {}
+    month_of_t: list[str] = []
+    for t in s.t:
+        at = replay.epoch + t
+        hour = math.floor(at / HOUR)
+        month = by_hour.get(hour) if at - hour * HOUR < HOUR - 1.0 else None
+        if month is None:
+            month = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m")
+            if at - hour * HOUR < HOUR - 1.0:
+                by_hour[hour] = month
+        month_of_t.append(month)
     for team, values in s.spend.items():
         months: dict[str, float] = {}
-        for t, usd in zip(s.t, values, strict=True):
-            month = dt.datetime.fromtimestamp(replay.epoch + t, dt.UTC).strftime("%Y-%m")
+        for month, usd in zip(month_of_t, values, strict=True):
             months[month] = max(months.get(month, 0.0), usd)
         out[team] = {m: round(v, 2) for m, v in months.items() if v > 0}
     return out

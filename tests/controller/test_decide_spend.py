@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pytest
@@ -133,3 +134,20 @@ def test_plan_spend_homes_and_team_totals() -> None:
         {team: round(s.usd, 4) for team, s in plan.teams.items()},
     )
     assert_same({"research": "ml-research", "analytics": None}, plan.home)
+
+
+def test_the_remembered_month_is_the_clocks_month_to_the_microsecond() -> None:
+    """`month_of` and `month_start` remember the last month asked; every answer, in any
+    order and right at the boundaries, is the one reading the clock gives."""
+
+    def direct(now: float) -> tuple[str, float]:
+        moment = dt.datetime.fromtimestamp(now, dt.UTC)
+        first = dt.datetime(moment.year, moment.month, 1, tzinfo=dt.UTC)
+        return moment.strftime("%Y-%m"), first.timestamp()
+
+    times = [NOW + k * 3_600.5 for k in range(-2_000, 2_000, 7)]
+    for year, month in [(2025, 12), (2026, 1), (2026, 2), (2026, 3), (2028, 2), (2028, 3)]:
+        boundary = dt.datetime(year, month, 1, tzinfo=dt.UTC).timestamp()
+        times += [boundary + d for d in (-1.5, -1.0, -0.5, -1e-6, -4e-7, 0.0, 1e-6, 0.5)]
+    for now in sorted(times) + sorted(times, reverse=True) + times:
+        assert (month_of(now), month_start(now)) == direct(now), now
