@@ -91,8 +91,7 @@ class Summary:
 
     def finish(self, api_requests: int) -> None:
         self.finished = time.time()
-        # ru_maxrss is in KiB on Linux: the process's peak, i.e. the pass's for a CronJob run.
-        self.set("peak_memory_bytes", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        self.set("peak_memory_bytes", peak_memory_bytes())
         self.set("api_requests", api_requests)
         self.set("last_pass_timestamp_seconds", round(self.finished, 3))
         self.set("last_pass_duration_seconds", round(self.finished - self.started, 3))
@@ -147,6 +146,22 @@ class Summary:
             raise TemporaryError(f"pushgateway {url}: {error}") from error
         if response.status_code >= 300:
             raise TemporaryError(f"pushgateway {url}: HTTP {response.status_code}")
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this process since it started its program: VmHWM on Linux.
+    ru_maxrss is not that: it keeps the high-water mark of the process image exec replaced, and
+    a child started with vfork (subprocess) inherits its parent's, so a large parent would be
+    reported as the controller's peak."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    # ru_maxrss is in KiB on Linux (elsewhere bytes; this is only the fallback).
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _escape(value: str) -> str:

@@ -1,4 +1,5 @@
-"""A small Kubernetes API client: `requests` with the kubeconfig's credentials, orjson decoding.
+"""A small Kubernetes API client: `requests` with the kubeconfig's credentials; lists parsed by
+simdjson, everything else by orjson.
 
 Why not the official client's models: listing goes through `ApiClient.deserialize`, which builds
 a typed model object per nested field; at fleet scale that dominates a pass. Measured with
@@ -10,12 +11,31 @@ times are inflated; the ratios are what matters):
     5,000 pods (500 nodes)                                  load ~15   load ~13 (20,000 in cluster)
     kubernetes client, typed models (list_pod_for_all_...)   7.1 s       24.3 s
     kubernetes client, _preload_content=False + orjson       1.9 s        6.1 s
-    requests + orjson (this module)                          2.1 s       10.6 s (noisy)
+    requests + orjson (the first version of this module)     2.1 s       10.6 s (noisy)
 
-Model deserialisation costs about four times as much as fetching and decoding the JSON itself;
-the raw path is what a large pass can afford, and either raw variant is fine (this module uses
-plain `requests` to keep one small client for lists, patches, evictions and Leases). Objects
-stay plain dicts and are slimmed into `observe.model` views page by page, so memory holds a
+Where a 5,000-node, 50,000-pod snapshot goes (2 cores shared with other work; CPU seconds are
+less inflated by the load than wall time, and the API server's share comes from its pprof
+profile, since kwok's node heartbeats keep it busy too):
+
+    one namespace of pods, 2,700-4,400 pods, client CPU per pod   load 6-8
+      orjson, whole objects, then the views                       59-101 us
+      simdjson parse, then only the fields the views read         52-65 us (parse alone 3-4 us)
+    whole snapshot (55,000 objects, 120 requests)                 load 5.5
+      wall                                                        8.9 s
+      this process: CPU (sequentially: read 1.0, parse 0.2,
+        views 2.7; the rest is threads)                           5.3 s
+      API server: serving the lists (of which JSON encoding 2.9)  3.4 s
+    earlier code on the same cluster (16,000-21,000 pods)         load 8-9
+      client CPU, old / now                                       4.2-4.4 s / 2.0-2.8 s
+    one namespace list (6 MiB), API server CPU, gzip / identity    1.0, 0.5 / 0.55, 0.34 s
+    all 50,000 pods in one request, JSON / protobuf               175 / 108 MiB, 16-24 / 4-9 s
+
+So this process, which runs on one core (the GIL), is the larger half, and most of it is turning
+the needed fields into Python objects; the API server's JSON encoding is the other. Lists ask
+for identity encoding: gzip costs the server more CPU than it saves on loopback or in-cluster.
+Protobuf would cut the server's share about threefold, but needs code generated from
+k8s.io/api's .proto files and a second decoding path; not done. Objects are parsed one page at a
+time (simdjson, one parser per page) and slimmed into `observe.model` views, so memory holds a
 few pages of raw JSON at a time.
 
 Lists are paginated (`limit`/`continue`); an expired continue token (410) restarts the list once.

@@ -105,9 +105,9 @@ def _string_map(parent: Any, key: str, path: str) -> dict[str, str]:
     if not isinstance(value, _OBJECTS):
         raise DecodeError(f"{path}.{key}: expected an object, got {_kind(value)}")
     copied = plain(value)
-    for k, v in copied.items():
-        if not isinstance(v, str):
-            raise DecodeError(f"{path}.{key}[{k!r}]: expected a string, got {_kind(v)}")
+    if not all(type(v) is str for v in copied.values()):
+        k, v = next((k, v) for k, v in copied.items() if type(v) is not str)
+        raise DecodeError(f"{path}.{key}[{k!r}]: expected a string, got {_kind(v)}")
     return copied if isinstance(value, simdjson.Object) else dict(copied)
 
 
@@ -173,14 +173,23 @@ def pod_demand(spec: Any) -> dict[str, int]:
 
     def of(container: Any) -> dict[str, int]:
         resources = _object(container, "resources", "spec.containers[]")
-        found = {}
-        for source in (
-            _object(resources, "limits", "spec.containers[].resources"),
-            _object(resources, "requests", "spec.containers[].resources"),
-        ):
-            for resource, quantity in source.items():
-                if is_accelerator(resource) and resource not in found:
-                    found[resource] = _count(quantity)
+        found: dict[str, int] = {}
+        if not resources:
+            return found
+        for key in ("limits", "requests"):
+            source = resources.get(key)
+            if not source:
+                continue
+            if not isinstance(source, _OBJECTS):
+                raise DecodeError(
+                    f"spec.containers[].resources.{key}: expected an object, got {_kind(source)}"
+                )
+            for resource in source:
+                if resource not in found and (
+                    resource in ACCELERATOR_RESOURCES
+                    or resource.startswith(keys.MIG_RESOURCE_PREFIX)
+                ):
+                    found[resource] = _count(source[resource])
         return found
 
     steady: dict[str, int] = {}
@@ -344,40 +353,56 @@ def _integer(parent: Any, key: str, path: str) -> int | None:
     return value
 
 
+def _objects(parent: Any, key: str, path: str) -> list[Any]:
+    """parent[key] as a list of JSON objects ([] when missing or null), checked in one pass."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, _ARRAYS):
+        raise DecodeError(f"{path}.{key}: expected an array, got {_kind(value)}")
+    elements = list(value)
+    for index, element in enumerate(elements):
+        if not isinstance(element, _OBJECTS):
+            raise DecodeError(f"{path}.{key}[{index}]: expected an object, got {_kind(element)}")
+    return elements
+
+
 def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
+    # The hot loop of a pass (once per listed accelerator pod): each field is read once.
     metadata, spec, status = _root(raw)
     unschedulable_since = None
     scheduled_at = None
     created = _string(metadata, "creationTimestamp", "metadata", None)
-    for condition in _array(status, "conditions", "status"):
+    for condition in _objects(status, "conditions", "status"):
         if condition.get("type") == "PodScheduled":
-            if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
+            state = condition.get("status")
+            if state == "False" and condition.get("reason") == "Unschedulable":
                 unschedulable_since = parse_time(condition.get("lastTransitionTime")) or parse_time(
                     created
                 )
-            elif condition.get("status") == "True":
+            elif state == "True":
                 scheduled_at = parse_time(condition.get("lastTransitionTime"))
     phase = _string(status, "phase", "status", None) or "Pending"
     finished = None
     if phase in ("Succeeded", "Failed"):
         ends = []
-        for container in _array(status, "containerStatuses", "status"):
+        for container in _objects(status, "containerStatuses", "status"):
             state = _object(container, "state", "status.containerStatuses[]")
             terminated = _object(state, "terminated", "status.containerStatuses[].state")
             ends.append(parse_time(terminated.get("finishedAt")))
         known = [e for e in ends if e is not None]
         finished = max(known) if known else None
     terms: Any = ()
-    affinity = spec.get("affinity")
-    if affinity:
+    if spec.get("affinity"):
         node_affinity = _object(_object(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity")
         required = _object(
             node_affinity,
             "requiredDuringSchedulingIgnoredDuringExecution",
             "spec.affinity.nodeAffinity",
         )
-        terms = _array(required, "nodeSelectorTerms", "spec.affinity.nodeAffinity.required")
+        terms = _objects(required, "nodeSelectorTerms", "spec.affinity.nodeAffinity.required")
     node_name = _string(spec, "nodeName", "spec", None)
+    containers = _objects(spec, "containers", "spec")
     return Pod(
         namespace=_string(metadata, "namespace", "metadata"),
         name=_string(metadata, "name", "metadata"),
@@ -385,7 +410,7 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
         resource_version=_string(metadata, "resourceVersion", "metadata"),
         labels=_string_map(metadata, "labels", "metadata"),
         annotations=_string_map(metadata, "annotations", "metadata"),
-        owner=_controller_owner(metadata),
+        owner=_controller_owner(metadata) if "ownerReferences" in metadata else None,
         node_name=node_name or None,
         phase=phase,
         priority=_integer(spec, "priority", "spec") or 0,
@@ -394,13 +419,13 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
         created=parse_time(created) or 0.0,
         started=parse_time(_string(status, "startTime", "status", None)) or scheduled_at,
         finished=finished,
-        deleting=bool(metadata.get("deletionTimestamp")),
+        deleting="deletionTimestamp" in metadata and bool(metadata.get("deletionTimestamp")),
         unschedulable_since=unschedulable_since if not node_name else None,
         node_selector=_string_map(spec, "nodeSelector", "spec"),
-        tolerations=tuple(plain(t) for t in _array(spec, "tolerations", "spec")),
+        tolerations=tuple(plain(t) for t in _objects(spec, "tolerations", "spec")),
         required_affinity=tuple(plain(t) for t in terms),
         grace_seconds=_integer(spec, "terminationGracePeriodSeconds", "spec"),
-        containers=tuple(_slim_container(c) for c in _array(spec, "containers", "spec")),
+        containers=tuple(_slim_container(c) for c in containers),
     )
 
 

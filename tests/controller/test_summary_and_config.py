@@ -71,3 +71,20 @@ def test_settings_take_the_controller_section_and_command_line_overrides() -> No
     assert settings.preemption_pending_seconds == 600
     with pytest.raises(ConfigProblems):
         Settings.from_config(fleet(lambda doc: doc.pop("controller")))
+
+
+def test_peak_memory_is_this_programs_not_its_parents() -> None:
+    # A child started by a parent holding ~300 MiB reports its own peak, not the parent's.
+    import subprocess
+    import sys
+
+    ballast = bytearray(300 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    code = "from controller.summary import peak_memory_bytes; print(peak_memory_bytes())"
+    reported = int(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    del ballast
+    assert 0 < reported < 200 << 20
