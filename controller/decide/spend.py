@@ -150,7 +150,7 @@ def pod_cost(
     model, capacity_type = known
     if model is None:
         return None
-    devices = sum(n for r, n in pod.demand.items() if r == model.resource) or (
+    devices = pod.demand.get(model.resource, 0) or (
         sum(pod.demand.values()) if model.resource == "nvidia.com/gpu" else 0
     )
     price = model.price_per_hour_usd.get(capacity_type)

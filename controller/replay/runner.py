@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import controller.replay.control  # noqa: F401  (imported once, before workers fork)
 from controller.replay.engine import Replay, Settings
 from controller.replay.generate import (
     CALIBRATION_TARGETS,
