@@ -237,6 +237,9 @@ class Settings:
     eviction_grace_seconds: grace period given to a preempted pod to checkpoint; None keeps the
         pod's own terminationGracePeriodSeconds. Default None.
     request_timeout_seconds: per HTTP request. Default 10.
+    query_timeout_seconds: per Prometheus evidence query, which aggregates every GPU's series
+        over the idle window: at 40,000 GPUs one took 1-2 s alone and over 10 s with the others
+        on a loaded 2-core machine (bench/controller_pass.py). Default 60.
     act_concurrency: independent actions (each on its own objects) carried out at once.
         Default 8; 1 acts strictly one after the other.
     """
@@ -254,6 +257,7 @@ class Settings:
     fb_steady_mib: float = 256.0
     eviction_grace_seconds: int | None = None
     request_timeout_seconds: float = 10.0
+    query_timeout_seconds: float = 60.0
     act_concurrency: int = 8
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -270,6 +274,8 @@ class Settings:
             "lease_seconds": int(section.get("period_seconds") or 300),
             "preemption_pending_seconds": int(section.get("preemption_pending_seconds", 600)),
         }
+        if section.get("query_timeout_seconds"):
+            values["query_timeout_seconds"] = float(section["query_timeout_seconds"])
         if section.get("scrape_interval_seconds"):
             values["scrape_interval_seconds"] = float(section["scrape_interval_seconds"])
         given = {k: v for k, v in overrides.items() if v is not None}

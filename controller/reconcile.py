@@ -66,7 +66,10 @@ def run_pass(
     opa = Opa(
         settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
     )
-    prometheus = Prometheus(settings.prometheus_url, timeout=settings.request_timeout_seconds)
+    prometheus = Prometheus(
+        settings.prometheus_url,
+        timeout=max(settings.query_timeout_seconds, settings.request_timeout_seconds),
+    )
     requests_before = kube.requests_made
     lease = (
         None

@@ -73,6 +73,12 @@ def test_settings_take_the_controller_section_and_command_line_overrides() -> No
         Settings.from_config(fleet(lambda doc: doc.pop("controller")))
 
 
+def test_evidence_queries_get_their_own_longer_timeout() -> None:
+    assert Settings.from_config(fleet()).query_timeout_seconds == 60
+    view = fleet(lambda doc: doc["controller"].update(query_timeout_seconds=90))
+    assert Settings.from_config(view).query_timeout_seconds == 90
+
+
 def test_peak_memory_is_this_programs_not_its_parents() -> None:
     # A child started by a parent holding ~300 MiB reports its own peak, not the parent's.
     import subprocess
