@@ -176,21 +176,20 @@ valid_uid if {
 	input.request.uid != ""
 }
 
-valid_kind if valid_gvk(input.request.kind)
+# The core group may be sent as "" or left out.
+valid_kind if {
+	is_string(object.get(input.request.kind, "group", ""))
+	is_string(input.request.kind.kind)
+	input.request.kind.kind != ""
+}
 
 valid_operation if input.request.operation in operations
 
 has_object if is_object(input.request.object)
 
-# The core group may be sent as "" or left out.
-valid_gvk(gvk) if {
-	is_string(object.get(gvk, "group", ""))
-	workloads.non_empty_string(gvk.kind)
-}
-
 # ------------------------------------------------------------------ scope
 
-kind_class := workloads.kind_class(request.kind)
+kind_class := workloads.kind_classes[concat("/", [object.get(request.kind, "group", ""), request.kind.kind])]
 
 # METADATA
 # description: >-
@@ -222,10 +221,12 @@ subresource := object.get(request, "subResource", "")
 
 namespace := ns if {
 	ns := request.namespace
-	workloads.non_empty_string(ns)
+	is_string(ns)
+	ns != ""
 } else := ns if {
 	ns := request.object.metadata.namespace
-	workloads.non_empty_string(ns)
+	is_string(ns)
+	ns != ""
 }
 
 # METADATA
@@ -254,36 +255,27 @@ fact(t) := {
 	"labels": object.get(metadata, "labels", {}),
 	"annotations": object.get(metadata, "annotations", {}),
 	"spec": spec,
-	"replicas": replicas(t.replicas),
-	"deadline": deadline(t.deadline, spec),
+	"replicas": array.concat([n | n := t.replicas; is_number(n); n >= 0; n == floor(n)], [0])[0],
+	"deadline": array.concat(sort(deadlines), [null])[0],
 	"entries": entries,
 	"demand": demand,
-	"devices": workloads.devices(demand),
+	"devices": sum([n | some n in demand]),
 	"well_formed": workloads.template_ok(t, entries),
-	"quantities_ok": quantities_ok(entries),
+	"quantities_ok": count({1 | workloads.quantities_ok(entries)}) == 1,
 } if {
 	metadata := object.get(t.template, "metadata", {})
 	spec := object.get(t.template, "spec", {})
 	entries := workloads.containers(spec)
 	demand := workloads.demand(entries)
-}
 
-quantities_ok(entries) if {
-	workloads.quantities_ok(entries)
-} else := false
-
-replicas(n) := n if {
-	workloads.is_whole(n)
-} else := 0
-
-# The shortest positive deadline that bounds the pods, or null.
-deadline(workload_deadline, spec) := min(present) if {
-	present := {d |
-		some d in [workload_deadline, object.get(spec, "activeDeadlineSeconds", null)]
-		workloads.positive_whole(d)
+	# The positive whole deadlines that bound the pods; the shortest applies.
+	deadlines := {d |
+		some d in [t.deadline, object.get(spec, "activeDeadlineSeconds", null)]
+		is_number(d)
+		d > 0
+		d == floor(d)
 	}
-	count(present) > 0
-} else := null
+}
 
 # The shape of the object is checked per template on the common path; the
 # problems are only listed when a template is not well formed.

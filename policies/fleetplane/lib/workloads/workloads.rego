@@ -149,43 +149,38 @@ template_problems(t) := union({
 # METADATA
 # description: >-
 #   True when a template has the shape the rules need (the fast path);
-#   template_problems explains a false. entries are containers(spec).
+#   template_problems explains a false. entries are containers(spec). Written
+#   without helper calls: the gate evaluates it for every template it sees,
+#   and a function call costs OPA far more than an inline expression.
 template_ok(t, entries) if {
 	spec := t.template.spec
 	is_object(spec)
-	non_empty_array(spec.containers)
-	not malformed_list(spec)
-	not malformed_metadata(t.template)
-	every e in entries {
-		container_ok(e.container)
+	is_array(spec.containers)
+	count(spec.containers) > 0
+	every field in ["initContainers", "ephemeralContainers", "tolerations", "volumes"] {
+		is_array(object.get(spec, field, []))
 	}
-	is_whole(t.replicas)
-	deadline_ok(t.deadline)
-	deadline_ok(object.get(spec, "activeDeadlineSeconds", null))
+	metadata := object.get(t.template, "metadata", {})
+	every field in ["labels", "annotations"] {
+		is_object(object.get(metadata, field, {}))
+	}
+	every e in entries {
+		is_string(e.container.name)
+		e.container.name != ""
+		is_string(e.container.image)
+		e.container.image != ""
+		is_object(object.get(object.get(e.container, "resources", {}), "limits", {}))
+		is_object(object.get(object.get(e.container, "resources", {}), "requests", {}))
+	}
+	is_number(t.replicas)
+	t.replicas >= 0
+	t.replicas == floor(t.replicas)
+	every d in [x | some x in [t.deadline, object.get(spec, "activeDeadlineSeconds", null)]; x != null] {
+		is_number(d)
+		d > 0
+		d == floor(d)
+	}
 } else := false
-
-malformed_list(spec) if {
-	some field in ["initContainers", "ephemeralContainers", "tolerations", "volumes"]
-	value := spec[field]
-	not is_array(value)
-}
-
-malformed_metadata(template) if {
-	some field in ["labels", "annotations"]
-	value := template.metadata[field]
-	not is_object(value)
-}
-
-container_ok(c) if {
-	non_empty_string(c.name)
-	non_empty_string(c.image)
-	is_object(object.get(object.get(c, "resources", {}), "limits", {}))
-	is_object(object.get(object.get(c, "resources", {}), "requests", {}))
-}
-
-deadline_ok(null)
-
-deadline_ok(d) if positive_whole(d)
 
 non_empty_array(x) if {
 	is_array(x)
@@ -229,23 +224,25 @@ non_empty_string(x) if {
 containers(spec) := [entry |
 	some list in ["containers", "initContainers", "ephemeralContainers"]
 	some i, c in spec[list]
-	limits := {r: q | some r, q in c.resources.limits; lib.is_accelerator(r)}
+	limits := object.union(
+		{r: q | some r, q in c.resources.limits; r in lib.accelerator_resources},
+		{r: q | some r, q in c.resources.limits; startswith(r, lib.mig_resource_prefix)},
+	)
+	sidecar := count({1 | list == "initContainers"; c.restartPolicy == "Always"}) == 1
 	entry := {
 		"list": list,
 		"index": i,
 		"container": c,
-		"sidecar": sidecar(list, c),
+		"sidecar": sidecar,
+		"running": true in {list == "containers", sidecar},
 		"limits": limits,
-		"requests": {r: q | some r, q in c.resources.requests; lib.is_accelerator(r)},
+		"requests": object.union(
+			{r: q | some r, q in c.resources.requests; r in lib.accelerator_resources},
+			{r: q | some r, q in c.resources.requests; startswith(r, lib.mig_resource_prefix)},
+		),
 		"counts": {r: n | some r, q in limits; n := parse_count(q)},
 	}
 ]
-
-# An init container with restartPolicy Always runs beside the app containers.
-sidecar(list, c) if {
-	list == "initContainers"
-	c.restartPolicy == "Always"
-} else := false
 
 # METADATA
 # description: How a container is named in messages, e.g. spec.template initContainers "setup".
@@ -323,45 +320,27 @@ unequal_requests(where, entries) := {msg |
 has_key(obj, key) if _ = obj[key]
 
 # METADATA
-# description: Accelerator resource names the containers mention in limits or requests.
-mentioned(entries) := {r |
-	some e in entries
-	some field in ["limits", "requests"]
-	some r, _ in e[field]
-}
-
-# METADATA
 # description: >-
 #   Effective accelerator demand of one pod, per resource, with Kubernetes
 #   semantics: the larger of the steady state (app containers plus sidecar init
 #   containers) and the peak of each regular init container (itself plus the
 #   sidecars started before it). Malformed quantities count as zero (and are
 #   denied on their own).
-demand(entries) := {r: effective(entries, r) | some r in mentioned(entries)}
-
-effective(entries, r) := max({steady_state(entries, r)} | init_peaks(entries, r))
-
-steady_state(entries, r) := sum([n |
-	some e in entries
-	running(e)
-	n := e.counts[r]
-])
-
-running(e) if e.list == "containers"
-
-running(e) if e.sidecar
-
-init_peaks(entries, r) := {peak |
-	some e in entries
-	e.list == "initContainers"
-	not e.sidecar
-	peak := object.get(e.counts, r, 0) + sum([n |
-		some s in entries
-		s.list == "initContainers"
-		s.sidecar
-		s.index < e.index
-		n := s.counts[r]
-	])
+demand(entries) := {r: n |
+	some r in ({r | some e in entries; some r, _ in e.limits} | {r | some e in entries; some r, _ in e.requests})
+	steady := sum([k | some e in entries; e.running; k := e.counts[r]])
+	peaks := [peak |
+		some e in entries
+		e.list == "initContainers"
+		not e.sidecar
+		peak := object.get(e.counts, r, 0) + sum([k |
+			some s in entries
+			s.sidecar
+			s.index < e.index
+			k := s.counts[r]
+		])
+	]
+	n := max(array.concat([steady], peaks))
 }
 
 # METADATA

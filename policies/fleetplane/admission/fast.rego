@@ -1,0 +1,271 @@
+# Fast path: Most reviews the gate sees are the common case: a well-formed
+# CREATE of one pod template with app containers only, selected by
+# nodeSelector, inside the team's rules, limits and budget. fast_allowed
+# proves such a review is allowed without warnings in a few rules over the
+# request, where the explaining rules derive every fact, place and message
+# (several times the work: each rule and function call costs OPA far more
+# than an inline expression). Whenever it cannot prove it (anything unusual:
+# init containers, MIG slices, node affinity, several templates, an update, a
+# rule that might fire, a warning), it is false and system.main answers from
+# the full rules, which decide and explain. So it may be false for a review the
+# full rules allow, and must never be true for one they deny or warn about:
+# fast_test.rego and tests/policies/test_fast_path.py check exactly that on
+# every fixture, the review corpus and the trace.
+package fleetplane.admission
+
+import data.fleetplane.budget
+import data.fleetplane.lib
+import data.fleetplane.lib.workloads
+
+# METADATA
+# description: >-
+#   True only for reviews the full rules allow without warnings (see the
+#   package comment). Accelerator-free workloads need the envelope, the shape
+#   and, in team namespaces, the security rules. Written as few rules as it
+#   can be: the first reference to a rule costs OPA about as much as a dozen
+#   inline expressions.
+fast_allowed if {
+	fast_common
+	fast_secure
+	fast_accelerators_ok
+}
+
+# METADATA
+# description: >-
+#   The single pod template of a well-formed CREATE, with what the fast rules
+#   read: config, team and in_team (as fleetplane.admission.team and
+#   in_team_namespace), spec, labels,
+#   annotations, replicas, deadlines (the positive ones that bound the pods),
+#   demand per resource of one pod and the accelerator resources mentioned.
+#   Undefined when anything is outside the common case.
+fast_common := {
+	"config": cfg,
+	"team": object.get(cfg.namespaces, ns, null),
+	"in_team": count([1 | cfg.namespaces[ns]]) == 1,
+	"spec": spec,
+	"labels": labels,
+	"annotations": annotations,
+	"replicas": t.replicas,
+	"deadlines": deadlines,
+	"demand": {r: sum([n | some [s, n] in counts; s == r]) | some r in mentioned},
+	"selector": selector,
+	"tolerations": tolerations,
+	"volumes": volumes,
+} if {
+	request := input.request
+	input.apiVersion == "admission.k8s.io/v1"
+	input.kind == "AdmissionReview"
+	is_string(request.uid)
+	request.uid != ""
+	request.operation == "CREATE"
+	object.get(request, "subResource", "") == ""
+	is_object(request.object)
+	ns := request.namespace
+	is_string(ns)
+	ns != ""
+	cfg := data.fleetplane.config
+	is_object(cfg.namespaces)
+
+	# One template (kind_class is defined, so the kind is a gated one).
+	candidates := templates
+	count(candidates) == 1
+	t := candidates[0]
+	is_object(t.template)
+	spec := t.template.spec
+	is_object(spec)
+	containers := spec.containers
+	is_array(containers)
+	count(containers) > 0
+	object.get(spec, "initContainers", []) == []
+	object.get(spec, "ephemeralContainers", []) == []
+	tolerations := object.get(spec, "tolerations", [])
+	is_array(tolerations)
+	volumes := object.get(spec, "volumes", [])
+	is_array(volumes)
+	selector := object.get(spec, "nodeSelector", {})
+	is_object(selector)
+	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null) == null
+	metadata := object.get(t.template, "metadata", {})
+	labels := object.get(metadata, "labels", {})
+	is_object(labels)
+	annotations := object.get(metadata, "annotations", {})
+	is_object(annotations)
+	is_number(t.replicas)
+	t.replicas >= 0
+	t.replicas == floor(t.replicas)
+	deadlines := [d | some d in [t.deadline, object.get(spec, "activeDeadlineSeconds", null)]; d != null]
+	every d in deadlines {
+		is_number(d)
+		d > 0
+		d == floor(d)
+	}
+
+	# Containers: well formed; accelerator limits whole numbers; requests equal
+	# to their limits; no MIG slices (the full rules handle those).
+	whole := lib.accelerator_resources
+	mig := lib.mig_resource_prefix
+	quantities := [[limits, requests] |
+		some c in containers
+		is_string(c.name)
+		c.name != ""
+		is_string(c.image)
+		c.image != ""
+		resources := object.get(c, "resources", {})
+		limits := object.get(resources, "limits", {})
+		is_object(limits)
+		requests := object.get(resources, "requests", {})
+		is_object(requests)
+		not strings.any_prefix_match(object.keys(limits), mig)
+		not strings.any_prefix_match(object.keys(requests), mig)
+		count(object.keys(object.filter(requests, whole)) - object.keys(limits)) == 0
+	]
+	count(quantities) == count(containers)
+	counts := [[r, n] |
+		some [limits, requests] in quantities
+		some r, q in object.filter(limits, whole)
+		n := workloads.parse_count(q)
+		object.get(requests, r, q) == q
+	]
+	count(counts) == count([1 | some [limits, _] in quantities; some _, _ in object.filter(limits, whole)])
+	mentioned := {r | some pair in quantities; some map in pair; some r, _ in object.filter(map, whole)}
+}
+
+# METADATA
+# description: >-
+#   The security rules hold: outside team namespaces there are none; inside,
+#   every image comes from an allowed registry and nothing is privileged,
+#   shares host namespaces or mounts hostPath volumes.
+fast_secure if {
+	fast_common.team == null
+} else if {
+	c := fast_common
+	is_array(c.config.registries)
+	prefixes := [concat("", [trim_suffix(r, "/"), "/"]) | some r in c.config.registries]
+	every container in c.spec.containers {
+		strings.any_prefix_match(qualified_image(container.image), prefixes)
+		object.get(container, ["securityContext", "privileged"], false) != true
+	}
+	every field in ["hostNetwork", "hostPID", "hostIPC"] {
+		object.get(c.spec, field, false) != true
+	}
+	every volume in c.volumes {
+		not volume.hostPath
+	}
+}
+
+# METADATA
+# description: >-
+#   The accelerator rules and the budget hold, with no warning (trivially for
+#   a workload that asks for no accelerator): known type and team, models
+#   selected by nodeSelector and allowed, size under the limit and the
+#   approval threshold, capacity type, priority class, checkpoint, idle
+#   timeout, and the team's spend plus this workload's estimate at or under
+#   the warning line.
+fast_accelerators_ok if {
+	count(fast_common.demand) == 0
+} else if {
+	c := fast_common
+	cfg := c.config
+	spec := c.spec
+
+	# Team, type and the configuration the rules read.
+	team := c.team
+	team_config := cfg.teams[team]
+	is_object(team_config)
+	is_array(team_config.allowed_models)
+	tc := cfg.workload_types[c.labels[lib.keys.workload_type]]
+	is_object(tc)
+	is_number(tc.max_accelerators)
+	is_array(tc.priority_classes)
+	is_boolean(tc.checkpoint_required_on_spot)
+	max_idle := tc.max_idle_timeout_seconds
+	true in {is_number(max_idle), max_idle == null}
+	approval := cfg.approval
+	is_number(approval.threshold_accelerators)
+	is_array(approval.approved_ids)
+
+	# Size: under the type's limit and the approval threshold; no nodeName.
+	total := c.replicas * sum([n | some n in c.demand])
+	total <= tc.max_accelerators
+	total < approval.threshold_accelerators
+	object.get(spec, "nodeName", "") == ""
+
+	# Capacity: spot is pinned by a spot nodeSelector; any toleration that
+	# could match the spot taint counts as opening spot (an over-estimate,
+	# which only ever sends a review to the full rules).
+	spot_labels := lib.spot_node_labels
+	pins := count([k | some k, v in object.filter(c.selector, object.keys(spot_labels)); spot_labels[k] == v]) > 0
+	tolerated := count([1 |
+		some toleration in c.tolerations
+		object.get(toleration, "key", "") in {"", lib.spot_taint.key}
+	]) > 0
+	opens := true in {pins, tolerated}
+	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
+	capacity := {true: "spot", false: "on-demand"}[pins]
+
+	# Priority class, checkpoint on spot, idle timeout.
+	spec.priorityClassName in tc.priority_classes
+	count({1 |
+		[tc.checkpoint_required_on_spot, opens] == [true, true]
+		not checkpoint_uri(object.get(c.annotations, lib.keys.checkpoint_location, null))
+	}) == 0
+	count({1 |
+		is_number(max_idle)
+		not fast_idle_timeout(object.get(c.annotations, lib.keys.idle_timeout_seconds, null), max_idle)
+	}) == 0
+
+	# Models: per resource the pod holds, the nodeSelector picks models of
+	# its family, each one known, allowed for the team and priced.
+	prices := {r: max(family_prices) |
+		some r, n in c.demand
+		n > 0
+		keys := {m.node_label | some m in cfg.models; m.resource == r}
+		selected := {[k, v] | some k in keys; v := c.selector[k]}
+		count(selected) > 0
+		family_prices := [price |
+			some [k, v] in selected
+			names := [name | some name, m in cfg.models; m.node_label == k; m.label_value == v]
+			count(names) == 1
+			names[0] in team_config.allowed_models
+			price := cfg.models[names[0]].price_per_hour_usd[capacity]
+			is_number(price)
+		]
+		count(family_prices) == count(selected)
+	}
+	count(prices) == count([1 | some _, n in c.demand; n > 0])
+
+	# Budget: this month's spend plus the estimate at or under both lines.
+	month := budget.month(time.now_ns())
+	record := object.get(fast_spend, team, {"month": month, "usd": 0})
+	is_string(record.month)
+	spent := {true: record.usd, false: 0}[record.month == month]
+	is_number(spent)
+	spent >= 0
+	seconds := array.concat(sort(c.deadlines), [tc.default_max_runtime_seconds])[0]
+	estimate := sum([cost |
+		some r, price in prices
+		cost := (((c.replicas * c.demand[r]) * price) * seconds) / 3600
+	])
+	limit := team_config.monthly_budget_usd
+	is_number(limit)
+	is_number(cfg.budget.warn_ratio)
+	is_number(cfg.budget.deny_ratio)
+	spent + estimate <= cfg.budget.warn_ratio * limit
+	spent + estimate <= cfg.budget.deny_ratio * limit
+}
+
+fast_idle_timeout(value, maximum) if {
+	seconds := workloads.parse_count(value)
+	seconds > 0
+	seconds <= maximum
+}
+
+# The spend document the controller publishes; a missing one means nothing is
+# spent (as in fleetplane.budget), anything else but an object takes the full
+# rules.
+fast_spend := spend if {
+	spend := data.fleetplane.spend
+	is_object(spend)
+} else := {} if {
+	not data.fleetplane.spend
+}

@@ -1,0 +1,131 @@
+package fleetplane.admission_test
+
+import data.fleetplane.admission
+import data.fleetplane.testing
+
+# The fast path's contract: it may only say "allowed" where the full rules
+# allow without a warning, and it does say so for the common workloads.
+
+fast(rev, spend) if {
+	admission.fast_allowed with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+}
+
+# The full rules' answer: allowed and without warnings.
+clean(rev, spend) if {
+	with_spend(rev, spend, "allowed") == true
+	with_spend(rev, spend, "warning_list") == []
+}
+
+common_cases := {
+	"training pod": testing.pod(testing.training),
+	"inference deployment": testing.deployment(testing.inference, 2),
+	"notebook statefulset": testing.statefulset(testing.notebook, 1),
+	"spot batch": testing.pod(testing.batch),
+	"spot training with checkpoint": testing.pod(testing.with_annotations(
+		testing.with_spec(testing.training, {"nodeSelector": object.union(testing.h100, testing.spot_selector), "tolerations": [testing.spot_toleration]}),
+		{"fleetplane.dev/checkpoint-location": "s3://ckpt/run"},
+	)),
+	"training job with a deadline": testing.job(testing.training, {"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 3600}),
+	"training cronjob": testing.cronjob(testing.training, {}),
+	"single-task volcano job": testing.volcano([["worker", 2, testing.training]]),
+	"tpu pod": testing.pod(testing.replace_spec(testing.with_limits(testing.training, {"google.com/tpu": "4"}), "nodeSelector", testing.tpu)),
+	"request equal to limit": testing.pod(testing.with_resources(testing.training, {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}, "requests": {"nvidia.com/gpu": "2", "cpu": "2"}})),
+	"cpu pod in a team namespace": testing.pod(testing.cpu),
+	"cpu pod outside the teams": testing.pod_in(testing.cpu, "default"),
+	"host path outside the teams": testing.pod_in(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]}), "default"),
+}
+
+test_fast_path_takes_the_common_workloads[name] if {
+	some name, rev in common_cases
+	fast(rev, {})
+	clean(rev, {})
+}
+
+test_fast_path_answers_main_like_the_full_rules[name] if {
+	some name, rev in common_cases
+	answer := data.system.main with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	answer.response == {"uid": rev.request.uid, "allowed": true}
+}
+
+# Reviews the fast path must leave to the full rules: each is denied, warned
+# about, or simply outside the common case.
+training := testing.training
+
+refused_cases := {
+	"update": testing.as_update(testing.pod(training), {}),
+	"subresource": object.union(testing.pod(training), {"request": {"subResource": "status"}}),
+	"no uid": object.union(testing.pod(training), {"request": {"uid": ""}}),
+	"wrong api version": object.union(testing.pod(training), {"apiVersion": "v1"}),
+	"two volcano tasks": testing.volcano([["a", 1, training], ["b", 1, training]]),
+	"init container": testing.pod(testing.with_spec(training, {"initContainers": [testing.container("init", {})]})),
+	"mig slices": testing.pod(testing.with_limits(training, {"nvidia.com/mig-1g.10gb": "1"})),
+	"fractional gpus": testing.pod(testing.with_limits(training, {"nvidia.com/gpu": "1.5"})),
+	"request differs": testing.pod(testing.with_resources(training, {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "1"}})),
+	"request without limit": testing.pod(testing.with_resources(training, {"requests": {"nvidia.com/gpu": "1"}})),
+	"container without image": testing.pod(testing.with_spec(training, {"containers": [{"name": "main"}]})),
+	"affinity": testing.pod(testing.with_spec(training, {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}})),
+	"negative replicas": testing.deployment(training, -1),
+	"zero deadline": testing.job(training, {"activeDeadlineSeconds": 0}),
+	"labels not a map": testing.pod(object.union(training, {"metadata": {"labels": ["x"]}})),
+	"tolerations not a list": testing.pod(testing.with_spec(training, {"tolerations": "all"})),
+	"outside the teams": testing.pod_in(training, "default"),
+	"no workload type": testing.pod(testing.with_labels(training, {"fleetplane.dev/workload-type": "unknown"})),
+	"too many accelerators": testing.deployment(training, 9),
+	"needs approval": testing.deployment(training, 4),
+	"node name": testing.pod(testing.with_spec(training, {"nodeName": "gpu-0"})),
+	"inference tolerating spot": testing.pod(testing.with_spec(testing.inference, {"tolerations": [{"operator": "Exists"}]})),
+	"batch on demand": testing.pod(testing.replace_spec(testing.batch, "nodeSelector", testing.a100)),
+	"another type's priority class": testing.pod(testing.with_spec(training, {"priorityClassName": "fleetplane-notebook"})),
+	"spot training without checkpoint": testing.pod(testing.with_spec(training, {"nodeSelector": object.union(testing.h100, testing.spot_selector)})),
+	"notebook without idle timeout": testing.pod(object.remove(testing.notebook, ["metadata"])),
+	"no model selected": testing.pod(testing.without_spec_field(training, "nodeSelector")),
+	"unknown model": testing.pod(testing.with_spec(training, {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-X"}})),
+	"model not allowed": testing.pod_in(training, "analytics"),
+	"image from docker hub": testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "python:3"}]})),
+	"privileged": testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "nvcr.io/x:1", "securityContext": {"privileged": true}}]})),
+	"host network": testing.pod(testing.with_spec(testing.cpu, {"hostNetwork": true})),
+	"host path": testing.pod(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]})),
+}
+
+test_fast_path_leaves_the_rest_to_the_full_rules[name] if {
+	some name, rev in refused_cases
+	not fast(rev, {})
+}
+
+# Spend decides between the fast path and the full rules: under the warning
+# line the fast path answers; at a warning, a denial, a malformed or unusual
+# record, the full rules do.
+spend_cases := {
+	"stale month": [{"research": {"month": "2026-10", "usd": 1000000}}, true],
+	"well under": [spent("research", 1000), true],
+	"over the warning line": [spent("research", 39000), false],
+	"over the budget": [spent("research", 60000), false],
+	"malformed": [spent("research", "lots"), false],
+	"not an object": [[1], false],
+	"no usd for a stale month": [{"research": {"month": "2026-10"}}, false],
+}
+
+test_fast_path_and_spend[name] if {
+	some name, [spend, want] in spend_cases
+	rev := testing.pod(training)
+	fast_answer := count({1 | fast(rev, spend)}) == 1
+	fast_answer == want
+}
+
+test_fast_path_never_contradicts_the_full_rules if {
+	every rev in object.union(common_cases, refused_cases) {
+		every spend in [{}, spent("research", 39000), spent("research", 60000)] {
+			fast_implies_clean(rev, spend)
+		}
+	}
+}
+
+fast_implies_clean(rev, spend) if not fast(rev, spend)
+
+fast_implies_clean(rev, spend) if clean(rev, spend)

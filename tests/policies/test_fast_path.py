@@ -1,0 +1,242 @@
+"""The admission gate's fast path against its full rules, on the real OPA server.
+
+fleetplane.admission.fast_allowed answers the common case with a fraction of the work; its
+contract is one-way: wherever it says "allowed", the full rules allow without a warning (so
+system.main, which answers from the fast path first, answers as they would; fast_test.rego
+checks the response itself). Checked here on every review of the corpus, on
+requests generated from the trace, and on a single-field mutation of each of them that aims at
+one rule, each under several spend documents; plus a floor on how much of the clean traffic the
+fast path takes, so that it cannot quietly stop working.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.policies.conftest import FIXTURES, current_month
+from tools import servers
+from tools.policydiff import DEFAULT_TRACE, generate_from_trace
+
+pytestmark = pytest.mark.integration
+
+Json = dict[str, Any]
+
+
+def _template(review: Json) -> Json | None:
+    """The first pod template of a review's object, wherever its kind keeps it."""
+    obj = review.get("request", {}).get("object")
+    kind = review.get("request", {}).get("kind", {}).get("kind")
+    if not isinstance(obj, dict):
+        return None
+    spec = obj.get("spec", {})
+    if kind == "Pod":
+        return obj
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet") or (
+        kind == "Job" and review["request"]["kind"].get("group") == "batch"
+    ):
+        return spec.get("template")
+    if kind == "CronJob":
+        return spec.get("jobTemplate", {}).get("spec", {}).get("template")
+    tasks = spec.get("tasks") or [{}]
+    return tasks[0].get("template")
+
+
+def _main(template: Json) -> Json:
+    return template["spec"]["containers"][0]
+
+
+def _set_limit(value: Any) -> Callable[[Json], None]:
+    def change(t: Json) -> None:
+        resources = _main(t).setdefault("resources", {})
+        limits = resources.setdefault("limits", {})
+        key = next((k for k in limits if k in ("nvidia.com/gpu", "google.com/tpu")), None)
+        limits[key or "nvidia.com/gpu"] = value
+
+    return change
+
+
+MUTATIONS: dict[str, Callable[[Json], None]] = {
+    "privileged": lambda t: _main(t).update(securityContext={"privileged": True}),
+    "docker hub image": lambda t: _main(t).update(image="python:3.12"),
+    "lookalike registry": lambda t: _main(t).update(image="nvcr.io.example.com/x:1"),
+    "no priority class": lambda t: t["spec"].pop("priorityClassName", None),
+    "another priority class": lambda t: t["spec"].update(priorityClassName="fleetplane-notebook"),
+    "node name": lambda t: t["spec"].update(nodeName="gpu-0"),
+    "host path": lambda t: t["spec"].update(volumes=[{"name": "h", "hostPath": {"path": "/"}}]),
+    "host pid": lambda t: t["spec"].update(hostPID=True),
+    "fractional limit": _set_limit("1.5"),
+    "numeric limit": _set_limit(2),
+    "huge limit": _set_limit("64"),
+    "zero limit": _set_limit("0"),
+    "differing request": lambda t: (
+        _main(t).setdefault("resources", {}).update(requests={"nvidia.com/gpu": "3"})
+    ),
+    "mig slice": lambda t: (
+        _main(t).setdefault("resources", {}).update(limits={"nvidia.com/mig-1g.10gb": "1"})
+    ),
+    "init container": lambda t: t["spec"].update(
+        initContainers=[{"name": "i", "image": _main(t).get("image", "x")}]
+    ),
+    "unknown model": lambda t: t["spec"].update(
+        nodeSelector={"nvidia.com/gpu.product": "NVIDIA-X"}
+    ),
+    "h100": lambda t: t["spec"].update(
+        nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    ),
+    "no node selector": lambda t: t["spec"].pop("nodeSelector", None),
+    "spot selector": lambda t: (
+        t["spec"].setdefault("nodeSelector", {}).update({"fleetplane.dev/capacity-type": "spot"})
+    ),
+    "spot toleration": lambda t: t["spec"].update(
+        tolerations=[{"key": "fleetplane.dev/capacity-type", "operator": "Exists"}]
+    ),
+    "tolerate everything": lambda t: t["spec"].update(tolerations=[{"operator": "Exists"}]),
+    "no annotations": lambda t: t.setdefault("metadata", {}).pop("annotations", None),
+    "no workload type": lambda t: t.setdefault("metadata", {}).update(labels={}),
+    "unknown workload type": lambda t: t.setdefault("metadata", {}).update(
+        labels={"fleetplane.dev/workload-type": "research"}
+    ),
+    "training type": lambda t: t.setdefault("metadata", {}).update(
+        labels={"fleetplane.dev/workload-type": "training"}
+    ),
+    "long idle timeout": lambda t: t.setdefault("metadata", {}).update(
+        annotations={"fleetplane.dev/idle-timeout-seconds": "999999"}
+    ),
+    "pod deadline": lambda t: t["spec"].update(activeDeadlineSeconds=60),
+    "bad pod deadline": lambda t: t["spec"].update(activeDeadlineSeconds="1h"),
+    "node affinity": lambda t: t["spec"].update(
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "nvidia.com/gpu.product",
+                                    "operator": "In",
+                                    "values": ["NVIDIA-H100-80GB-HBM3"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    ),
+}
+
+REVIEW_MUTATIONS: dict[str, Callable[[Json], None]] = {
+    "update": lambda r: r["request"].update(operation="UPDATE", oldObject=None),
+    "outside the teams": lambda r: r["request"].update(namespace="default"),
+    "analytics": lambda r: r["request"].update(namespace="analytics"),
+    "no uid": lambda r: r["request"].update(uid=""),
+    "status subresource": lambda r: r["request"].update(subResource="status"),
+}
+
+
+def _reviews(config: Json) -> list[Json]:
+    base = [json.loads(p.read_text()) for p in sorted((FIXTURES / "reviews").glob("*.json"))]
+    base += [r.review for r in generate_from_trace(DEFAULT_TRACE, config, seed=7, limit=150)]
+    reviews = list(base)
+    for i, review in enumerate(base[::8]):
+        for name, change in MUTATIONS.items():
+            mutated = copy.deepcopy(review)
+            template = _template(mutated)
+            if not isinstance(template, dict) or not template.get("spec", {}).get("containers"):
+                continue
+            change(template)
+            mutated["request"]["uid"] = f"{review['request']['uid']}+{name}"
+            reviews.append(mutated)
+        name, change = list(REVIEW_MUTATIONS.items())[i % len(REVIEW_MUTATIONS)]
+        mutated = copy.deepcopy(review)
+        change(mutated)
+        reviews.append(mutated)
+    return reviews
+
+
+def _spend_documents(config: Json) -> dict[str, Json]:
+    month = current_month()
+    budgets = {team: t["monthly_budget_usd"] for team, t in config["teams"].items()}
+    return {
+        "none": {},
+        "near the warning line": {
+            team: {"month": month, "usd": 0.78 * usd} for team, usd in budgets.items()
+        },
+        "over budget": {team: {"month": month, "usd": 1.2 * usd} for team, usd in budgets.items()},
+    }
+
+
+def _evaluate(server: servers.OpaServer, reviews: list[Json]) -> list[Json]:
+    """fast_allowed, and the full rules' allowed and warnings, per review (one keep-alive
+    connection: a batch query with `with input as` costs OPA several times more)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    results: list[Json] = []
+    try:
+        for review in reviews:
+            body = json.dumps({"input": review})
+            result: Json = {}
+            for rule in ("fast_allowed", "allowed", "warning_list"):
+                connection.request(
+                    "POST",
+                    f"/v1/data/fleetplane/admission/{rule}",
+                    body=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                response = connection.getresponse()
+                payload = json.loads(response.read())
+                assert response.status == 200, payload
+                result[rule] = payload.get("result")
+            results.append(result)
+    finally:
+        connection.close()
+    return results
+
+
+def test_fast_path_only_allows_what_the_full_rules_allow_cleanly(
+    gate: Any, fleet_config: Json
+) -> None:
+    reviews = _reviews(fleet_config)
+    assert len(reviews) > 800
+    taken = clean = 0
+    try:
+        for spend_name, spend in _spend_documents(fleet_config).items():
+            gate.server.put_data("fleetplane/spend", spend)
+            for review, result in zip(reviews, _evaluate(gate.server, reviews), strict=True):
+                is_clean = result["allowed"] is True and result["warning_list"] == []
+                clean += is_clean
+                if result["fast_allowed"] is not True:
+                    continue
+                taken += 1
+                uid = review["request"]["uid"]
+                assert is_clean, f"fast path allowed {uid} under spend {spend_name!r}: {result}"
+    finally:
+        gate.server.put_data("fleetplane/spend", {})
+    # The fast path takes most clean reviews (the rest use init containers, MIG slices,
+    # node affinity or several templates, which only the full rules handle).
+    assert taken >= 0.6 * clean, (taken, clean)
+
+
+def test_mutations_reach_the_rules(fleet_config: Json) -> None:
+    """The mutations change what they aim at (a typo in a lambda would test nothing)."""
+    reviews = [
+        json.loads((FIXTURES / "reviews" / name).read_text())
+        for name in ("training-pod.json", "notebook-statefulset.json")
+    ]
+    for name, change in MUTATIONS.items():
+        changed = 0
+        for review in reviews:
+            mutated = copy.deepcopy(review)
+            change(_template(mutated) or {})
+            changed += mutated != review
+        assert changed, name
+
+
+def test_reviews_cover_every_kind(fleet_config: Json) -> None:
+    kinds = {r["request"]["kind"]["kind"] for r in _reviews(fleet_config) if "request" in r}
+    assert {"Pod", "Deployment", "StatefulSet", "Job", "CronJob"} <= kinds
