@@ -102,7 +102,13 @@ class Service:
         pid = int(self.pid_file.read_text().strip())
         return pid if _alive(pid) else None
 
-    def start(self, cmd: list[str], ready: Callable[[], bool], timeout: float = 60.0) -> None:
+    def start(
+        self,
+        cmd: list[str],
+        ready: Callable[[], bool],
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.stop()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
@@ -113,6 +119,7 @@ class Service:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=self.work_dir,
+                env=None if env is None else {**os.environ, **env},
             )
         self.pid_file.write_text(f"{proc.pid}\n")
         deadline = time.monotonic() + timeout
@@ -405,6 +412,8 @@ class LocalStack:
             path = work / "certs" / key
             path.write_bytes(base64.b64decode(secret[key]))
             path.chmod(0o600)
+        from components.manifests import OPA_GC_ENV
+
         host, port = _host_port(fleet.opa.external_url)
         addrs = [f"--addr=https://{host}:{port}"]
         plain = fleet.controller.opa_url
@@ -426,6 +435,7 @@ class LocalStack:
                 str(work / "data"),
             ],
             ready=lambda: _http_ok(f"https://{host}:{port}/health", context),
+            env=OPA_GC_ENV,  # the GC settings the in-cluster Deployment gives OPA
         )
         self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
 
