@@ -234,7 +234,9 @@ def table(document: dict[str, Any]) -> str:
             f"  {s['name']}: {st['wall_seconds']:.1f} s, {st['events_per_second']:,.0f} events/s, "
             f"{st['periods_per_second']:,.0f} periods/s, controller {st['controller_seconds']:.1f} s, "
             f"OPA wait {st['opa']['seconds']:.1f} s in {st['opa']['queries']} queries "
-            f"({st['opa']['admission_reviews']} reviews, {st['opa']['reclaim_decisions']} reclaim, "
+            f"({st['opa']['admission_reviews']} reviews, "
+            f"{st['opa'].get('reviews_answered_ahead', 0)} of them asked ahead, "
+            f"{st['opa']['reclaim_decisions']} reclaim, "
             f"{st['opa']['preempt_decisions']} preempt decisions){used}"
         )
     return "\n".join(lines)

@@ -75,10 +75,13 @@ class Controller:
             return pod.priority
         return self.priorities.get(pod.priority_class, 0)
 
-    def run_pass(self, at: float, admit: Callable[[list[dict[str, Any]]], list[Decision]]) -> None:
-        """One pass at trace time `at`. `admit(reclaim_inputs)` is called once, after the spend
-        document is published: it reviews the period's submissions and answers the reclaim
-        decisions in the same OPA query, returning the latter."""
+    def run_pass(
+        self, at: float, admit: Callable[[list[dict[str, Any]], list[str]], list[Decision]]
+    ) -> None:
+        """One pass at trace time `at`. `admit(reclaim_inputs, reclaiming)` is called once,
+        after the spend document is published: it reviews the period's submissions and
+        answers the reclaim decisions in the same OPA query, returning the latter;
+        `reclaiming` holds the uids of the pods those decisions are about."""
         began = time.perf_counter()
         r = self.replay
         now = r.epoch + at
@@ -94,8 +97,11 @@ class Controller:
         # The reclaim questions go to OPA with the period's admission reviews, which read the
         # spend just published: neither set of answers depends on the other.
         inputs = self._reclaim_inputs(plan, now) if plan is not None else []
+        reclaiming = (
+            [j.pod.uid for item in plan.reclaim for j in item.pods] if plan is not None else []
+        )
         asked = time.perf_counter()
-        decisions = admit(inputs)
+        decisions = admit(inputs, reclaiming)
         began += time.perf_counter() - asked  # the admission batch is not the controller's time
         freed = self._reclaim(plan, decisions, at) if plan is not None else set()
         if "preempt" in self.concerns:

@@ -52,7 +52,7 @@ from controller.replay.model import (
     job_for,
     pool_specs,
 )
-from controller.replay.opa import Admission, BatchClient
+from controller.replay.opa import Admission, AnswersAhead, BatchClient
 from controller.replay.scenarios import Scenario
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
@@ -198,6 +198,7 @@ class Replay:
         self._node_seq = 0
         self.batch_end = 0.0
         self.spend_document: dict[str, Any] = {}
+        self.ahead = AnswersAhead()
         self.accumulators: dict[str, Any] = {}
         self.events_processed = 0
         self.periods = 0
@@ -288,16 +289,23 @@ class Replay:
 
     def _period(self, at: float) -> None:
         self.periods += 1
-        self.controller.run_pass(at, lambda reclaim: self._admit(at, reclaim))
+        self.controller.run_pass(
+            at, lambda reclaim, reclaiming: self._admit(at, reclaim, reclaiming)
+        )
         self._sample(at)
         if self.progress is not None and self.periods % 2000 == 0:
             self.progress(f"{self.scenario.name}: day {at / 86400:.1f}")
         if at + self.period <= self.horizon:
             self._push(at + self.period, PERIOD)
 
-    def _admit(self, at: float, reclaim: list[dict[str, Any]]) -> list[Decision]:
+    def _admit(
+        self, at: float, reclaim: list[dict[str, Any]], reclaiming: Iterable[str] = ()
+    ) -> list[Decision]:
         """Review the pods submitted in the period starting at `at`, with the spend the
-        controller has just published; `reclaim` decisions ride along in the same query."""
+        controller has just published; `reclaim` decisions ride along in the same query, and
+        so do the reviews of the owners of the pods in `reclaiming` (uids) that would come
+        back inside this period if reclaimed: those are kept for `resubmit`, which would
+        otherwise ask for each on its own with the same spend."""
         self.batch_end = at + self.period
         batch: list[Job] = []
         while self.submissions and self.submissions[0][0] < self.batch_end:
@@ -306,16 +314,38 @@ class Replay:
                 break
             job.attempt_created = when
             batch.append(job)
+        reviews = [(job.review(), int((self.epoch + job.attempt_created) * 1e9)) for job in batch]
+        ahead = self._returns_within_period(at, reclaiming)
+        self.ahead.clear()  # answers for the previous spend document
         answers = self.policy.evaluate(
-            admission=[
-                (job.review(), int((self.epoch + job.attempt_created) * 1e9)) for job in batch
-            ],
-            spend=self.spend_document,
-            reclaim=reclaim,
+            admission=reviews + ahead, spend=self.spend_document, reclaim=reclaim
         )
-        for job, admission in zip(batch, answers.admission, strict=True):
+        for job, admission in zip(batch, answers.admission, strict=False):
             self._push(job.attempt_created, ARRIVE, (job, admission))
+        for (review, ns), admission in zip(ahead, answers.admission[len(reviews) :], strict=True):
+            self.ahead.put(review, ns, self.spend_document, admission)
         return answers.reclaim
+
+    def _returns_within_period(
+        self, at: float, uids: Iterable[str]
+    ) -> list[tuple[dict[str, Any], int]]:
+        """The reviews `reclaim` then `resubmit` would send at once for these running pods:
+        their owners' next pods, when they come back before the period ends."""
+        wanted = set(uids)
+        if not wanted:
+            return []
+        out = []
+        for job in self.running.values():
+            if job.uid not in wanted:
+                continue
+            progress = job.progress_at(at)  # what `_stop` returns in `reclaim`
+            back = job.workload.profile.next_busy(progress)
+            if back is None:
+                continue
+            saved_until = at + (back - progress)
+            if saved_until <= self.horizon and saved_until < self.batch_end:
+                out.append((job.review(job.attempt + 1), int((self.epoch + saved_until) * 1e9)))
+        return out
 
     def _sample(self, at: float) -> None:
         s = self.series
@@ -365,13 +395,17 @@ class Replay:
         job.invalidate()
         self.counters.resubmissions += 1
         if at < self.batch_end:
-            # Inside the period whose spend document is already published: review now.
+            # Inside the period whose spend document is already published: review now (or
+            # take the answer the period's query already brought for exactly this review).
             job.attempt_created = at
-            answers = self.policy.evaluate(
-                admission=[(job.review(), int((self.epoch + at) * 1e9))],
-                spend=self.spend_document,
-            )
-            self._push(at, ARRIVE, (job, answers.admission[0]))
+            review = job.review()
+            ns = int((self.epoch + at) * 1e9)
+            admission = self.ahead.take(review, ns, self.spend_document)
+            if admission is None:
+                admission = self.policy.evaluate(
+                    admission=[(review, ns)], spend=self.spend_document
+                ).admission[0]
+            self._push(at, ARRIVE, (job, admission))
         else:
             self._submit_later(at, job)
 

@@ -168,11 +168,17 @@ class Job:
 
     @property
     def name(self) -> str:
-        return f"{self.workload.pod.name}-{self.attempt}"
+        return self.pod_name(self.attempt)
 
     @property
     def uid(self) -> str:
-        return f"replay-{self.workload.index}-{self.attempt}"
+        return self.pod_uid(self.attempt)
+
+    def pod_name(self, attempt: int) -> str:
+        return f"{self.workload.pod.name}-{attempt}"
+
+    def pod_uid(self, attempt: int) -> str:
+        return f"replay-{self.workload.index}-{attempt}"
 
     def progress_at(self, now: float) -> float:
         if self.state is State.RUNNING and self.run_start is not None:
@@ -261,34 +267,38 @@ class Job:
         self.view_checkpoint = checkpoint
         return pod
 
-    def manifest(self) -> dict[str, Any]:
-        """The Pod a submission creates (what the admission gate reviews)."""
+    def manifest(self, attempt: int | None = None) -> dict[str, Any]:
+        """The Pod a submission creates (what the admission gate reviews): the current
+        attempt's, or another attempt's of the same job."""
+        n = self.attempt if attempt is None else attempt
         return {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                "name": self.name,
+                "name": self.pod_name(n),
                 "namespace": self.namespace,
-                "uid": self.uid,
+                "uid": self.pod_uid(n),
                 "labels": dict(self.template["labels"]),
                 "annotations": dict(self.template["annotations"]),
             },
             "spec": self.template["spec"],
         }
 
-    def review(self) -> dict[str, Any]:
-        """The AdmissionReview the API server sends for the pod's CREATE."""
+    def review(self, attempt: int | None = None) -> dict[str, Any]:
+        """The AdmissionReview the API server sends for the pod's CREATE (the current
+        attempt's, or another attempt's)."""
+        pod = self.manifest(attempt)
         return {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
-                "uid": self.uid,
+                "uid": pod["metadata"]["uid"],
                 "kind": {"group": "", "version": "v1", "kind": "Pod"},
                 "resource": {"group": "", "version": "v1", "resource": "pods"},
                 "operation": "CREATE",
                 "namespace": self.namespace,
-                "name": self.name,
-                "object": self.manifest(),
+                "name": pod["metadata"]["name"],
+                "object": pod,
                 "oldObject": None,
                 "userInfo": {"username": f"{self.team}-user", "groups": ["system:authenticated"]},
             },

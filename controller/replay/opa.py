@@ -62,6 +62,43 @@ class Answers:
     preempt: list[Decision] = field(default_factory=list)
 
 
+class AnswersAhead:
+    """Admission answers obtained before their submission happened, each valid for exactly
+    what it was asked with: the review, the clock (`now_ns`) and the spend document. The
+    configuration, the only other thing the gate reads, is fixed for a replay. An answer is
+    taken once; anything that differs in any byte finds nothing and is asked for anew."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[bytes, int, bytes], Admission] = {}
+        self.taken = 0
+
+    @staticmethod
+    def _key(
+        review: dict[str, Any], now_ns: int, spend: dict[str, Any]
+    ) -> tuple[bytes, int, bytes]:
+        return (
+            orjson.dumps(review, option=orjson.OPT_SORT_KEYS),
+            now_ns,
+            orjson.dumps(spend, option=orjson.OPT_SORT_KEYS),
+        )
+
+    def clear(self) -> None:
+        self._answers.clear()
+
+    def put(
+        self, review: dict[str, Any], now_ns: int, spend: dict[str, Any], answer: Admission
+    ) -> None:
+        self._answers[self._key(review, now_ns, spend)] = answer
+
+    def take(self, review: dict[str, Any], now_ns: int, spend: dict[str, Any]) -> Admission | None:
+        if not self._answers:
+            return None
+        found = self._answers.pop(self._key(review, now_ns, spend), None)
+        if found is not None:
+            self.taken += 1
+        return found
+
+
 @dataclass(kw_only=True)
 class QueryStats:
     queries: int = 0

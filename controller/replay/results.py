@@ -229,6 +229,7 @@ def scenario_figures(replay: Replay) -> dict[str, Any]:
                 "seconds": round(policy.seconds, 2),
                 "data_writes": policy.data_writes,
                 "admission_reviews": policy.admission,
+                "reviews_answered_ahead": replay.ahead.taken,
                 "reclaim_decisions": policy.reclaim,
                 "preempt_decisions": policy.preempt,
             },
