@@ -55,15 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     if check.returncode != 0:
         failures.append(f"opa check --strict:\n{check.stdout}{check.stderr}")
 
-    tests = run([opa, "test", target, "--format=json"])
+    # opa test stops a test after 5 s by default; the fast path's contract tests evaluate the
+    # gate a few hundred times each, which a loaded 2-core machine can take longer than that.
+    timeout = "--timeout=120s"
+    tests = run([opa, "test", target, timeout, "--format=json"])
     if tests.returncode != 0:
-        verbose = run([opa, "test", target, "-v"])
+        verbose = run([opa, "test", target, timeout, "-v"])
         failures.append(f"opa test failed:\n{verbose.stdout[-6000:]}{verbose.stderr[-2000:]}")
     else:
         results = json.loads(tests.stdout)
         print(f"opa test: {len(results)} passed, 0 failed")
 
-    coverage = run([opa, "test", target, "--coverage", "--format=json"])
+    coverage = run([opa, "test", target, timeout, "--coverage", "--format=json"])
     if coverage.returncode == 0:
         report = json.loads(coverage.stdout)
         for path, file_report in sorted(report.get("files", {}).items()):

@@ -24,7 +24,7 @@ main := {
 #   joined by newlines; warnings appear only when there are some. The common
 #   case is answered by the fast path (fleetplane.admission.fast_allowed),
 #   everything else by the full rules.
-response := {"uid": admission.uid, "allowed": true} if {
+response := object.union({"uid": admission.uid, "allowed": true}, fast_warnings) if {
 	admission.fast_allowed
 } else := object.union(
 	{"uid": admission.uid, "allowed": admission.allowed},
@@ -38,6 +38,10 @@ status := {} if {
 	"reason": "Forbidden",
 	"message": concat("\n", admission.messages),
 }}
+
+fast_warnings := {"warnings": admission.fast_warnings} if {
+	count(admission.fast_warnings) > 0
+} else := {}
 
 warnings := {"warnings": admission.warning_list} if {
 	count(admission.warning_list) > 0

@@ -1,9 +1,9 @@
 """The admission gate's fast path against its full rules, on the real OPA server.
 
 fleetplane.admission.fast_allowed answers the common case with a fraction of the work; its
-contract is one-way: wherever it says "allowed", the full rules allow without a warning (so
-system.main, which answers from the fast path first, answers as they would; fast_test.rego
-checks the response itself). Checked here on every review of the corpus, on
+contract is one-way: wherever it says "allowed", the full rules allow, with the very warnings
+the fast path gives (so system.main, which answers from the fast path first, answers as they
+would; fast_test.rego checks the response itself). Checked here on every review of the corpus, on
 requests generated from the trace, and on a single-field mutation of each of them that aims at
 one rule, each under several spend documents; plus a floor on how much of the clean traffic the
 fast path takes, so that it cannot quietly stop working.
@@ -181,7 +181,7 @@ def _evaluate(server: servers.OpaServer, reviews: list[Json]) -> list[Json]:
         for review in reviews:
             body = json.dumps({"input": review})
             result: Json = {}
-            for rule in ("fast_allowed", "allowed", "warning_list"):
+            for rule in ("fast_allowed", "fast_warnings", "allowed", "warning_list"):
                 connection.request(
                     "POST",
                     f"/v1/data/fleetplane/admission/{rule}",
@@ -198,28 +198,30 @@ def _evaluate(server: servers.OpaServer, reviews: list[Json]) -> list[Json]:
     return results
 
 
-def test_fast_path_only_allows_what_the_full_rules_allow_cleanly(
-    gate: Any, fleet_config: Json
-) -> None:
+def test_fast_path_only_allows_what_the_full_rules_allow(gate: Any, fleet_config: Json) -> None:
     reviews = _reviews(fleet_config)
     assert len(reviews) > 800
-    taken = clean = 0
+    taken = allowed = warned = 0
     try:
         for spend_name, spend in _spend_documents(fleet_config).items():
             gate.server.put_data("fleetplane/spend", spend)
             for review, result in zip(reviews, _evaluate(gate.server, reviews), strict=True):
-                is_clean = result["allowed"] is True and result["warning_list"] == []
-                clean += is_clean
+                allowed += result["allowed"] is True
                 if result["fast_allowed"] is not True:
                     continue
                 taken += 1
                 uid = review["request"]["uid"]
-                assert is_clean, f"fast path allowed {uid} under spend {spend_name!r}: {result}"
+                assert result["allowed"] is True, (
+                    f"fast path allowed {uid} ({spend_name}): {result}"
+                )
+                assert result["fast_warnings"] == result["warning_list"], (uid, spend_name, result)
+                warned += bool(result["warning_list"])
     finally:
         gate.server.put_data("fleetplane/spend", {})
-    # The fast path takes most clean reviews (the rest use init containers, MIG slices,
-    # node affinity or several templates, which only the full rules handle).
-    assert taken >= 0.6 * clean, (taken, clean)
+    # The fast path takes most allowed reviews (the rest use init containers, MIG slices,
+    # node affinity or several templates, which only the full rules handle), warnings too.
+    assert taken >= 0.6 * allowed, (taken, allowed)
+    assert warned > 0
 
 
 def test_mutations_reach_the_rules(fleet_config: Json) -> None:

@@ -27,7 +27,7 @@ import data.fleetplane.lib.workloads
 fast_allowed if {
 	fast_common
 	fast_secure
-	fast_accelerators_ok
+	fast_warnings
 }
 
 # METADATA
@@ -155,15 +155,18 @@ fast_secure if {
 
 # METADATA
 # description: >-
-#   The accelerator rules and the budget hold, with no warning (trivially for
-#   a workload that asks for no accelerator): known type and team, models
-#   selected by nodeSelector and allowed, size under the limit and the
-#   approval threshold, capacity type, priority class, checkpoint, idle
-#   timeout, and the team's spend plus this workload's estimate at or under
-#   the warning line.
-fast_accelerators_ok if {
+#   The admission warnings, when the accelerator rules and the budget let the
+#   workload in (no warning for a workload that asks for no accelerator):
+#   known type and team, models selected by nodeSelector and allowed, size
+#   under the limit and the approval threshold, capacity type, priority
+#   class, checkpoint, idle timeout, and the budget: the team's spend plus
+#   this workload's estimate under the warning line (no warning), over it
+#   (the budget warning), or over the limit for a budget-exempt type (the
+#   exemption warning); over the limit otherwise is a denial, for the full
+#   rules. Undefined when the fast path cannot decide.
+fast_warnings := [] if {
 	count(fast_common.demand) == 0
-} else if {
+} else := warnings if {
 	c := fast_common
 	cfg := c.config
 	spec := c.spec
@@ -173,7 +176,8 @@ fast_accelerators_ok if {
 	team_config := cfg.teams[team]
 	is_object(team_config)
 	is_array(team_config.allowed_models)
-	tc := cfg.workload_types[c.labels[lib.keys.workload_type]]
+	wt := c.labels[lib.keys.workload_type]
+	tc := cfg.workload_types[wt]
 	is_object(tc)
 	is_number(tc.max_accelerators)
 	is_array(tc.priority_classes)
@@ -250,9 +254,39 @@ fast_accelerators_ok if {
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
-	spent + estimate <= cfg.budget.warn_ratio * limit
-	spent + estimate <= cfg.budget.deny_ratio * limit
+	level := fast_level(spent + estimate, limit, cfg.budget, team, wt)
+	verdict := {
+		"level": level,
+		"total_usd": spent + estimate,
+		"spent_usd": spent,
+		"estimate_usd": estimate,
+		"budget_usd": limit,
+	}
+	warnings := fast_budget_warnings(level, verdict, team, wt, cfg.budget)
 }
+
+# The budget level of fleetplane.budget.level, from the same comparisons.
+fast_level(total, limit, ratios, team, wt) := "exempt" if {
+	total > ratios.deny_ratio * limit
+	budget.exempt(team, wt)
+} else := "deny" if {
+	total > ratios.deny_ratio * limit
+} else := "warn" if {
+	total > ratios.warn_ratio * limit
+} else := "ok"
+
+# The warnings the full rules (budget.rego) give for a level; no answer for "deny".
+fast_budget_warnings("ok", _, _, _, _) := []
+
+fast_budget_warnings("warn", verdict, team, _, ratios) := [sprintf(
+	"budget: %s, over the %d%% warning line",
+	[budget.describe(team, verdict), round(ratios.warn_ratio * 100)],
+)]
+
+fast_budget_warnings("exempt", verdict, team, wt, _) := [sprintf(
+	"budget: %s; admitted because %s workloads are exempt from the budget limit",
+	[budget.describe(team, verdict), wt],
+)]
 
 fast_idle_timeout(value, maximum) if {
 	seconds := workloads.parse_count(value)

@@ -4,7 +4,8 @@ import data.fleetplane.admission
 import data.fleetplane.testing
 
 # The fast path's contract: it may only say "allowed" where the full rules
-# allow without a warning, and it does say so for the common workloads.
+# allow, with the very warnings they give, and it does say so for the common
+# workloads.
 
 fast(rev, spend) if {
 	admission.fast_allowed with input as rev
@@ -13,9 +14,14 @@ fast(rev, spend) if {
 		with time.now_ns as testing.now_ns
 }
 
-# The full rules' answer: allowed and without warnings.
-clean(rev, spend) if {
+# The full rules allow, with the fast path's warnings.
+agrees(rev, spend) if {
 	with_spend(rev, spend, "allowed") == true
+	with_spend(rev, spend, "warning_list") == with_spend(rev, spend, "fast_warnings")
+}
+
+clean(rev, spend) if {
+	agrees(rev, spend)
 	with_spend(rev, spend, "warning_list") == []
 }
 
@@ -104,7 +110,7 @@ test_fast_path_leaves_the_rest_to_the_full_rules[name] if {
 spend_cases := {
 	"stale month": [{"research": {"month": "2026-10", "usd": 1000000}}, true],
 	"well under": [spent("research", 1000), true],
-	"over the warning line": [spent("research", 39000), false],
+	"over the warning line": [spent("research", 39000), true],
 	"over the budget": [spent("research", 60000), false],
 	"malformed": [spent("research", "lots"), false],
 	"not an object": [[1], false],
@@ -128,4 +134,26 @@ test_fast_path_never_contradicts_the_full_rules if {
 
 fast_implies_clean(rev, spend) if not fast(rev, spend)
 
-fast_implies_clean(rev, spend) if clean(rev, spend)
+fast_implies_clean(rev, spend) if agrees(rev, spend)
+
+test_fast_path_answers_a_budget_warning_like_the_full_rules if {
+	rev := testing.pod(training)
+	spend := spent("research", 39000)
+	answer := data.system.main with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	warnings := with_spend(rev, spend, "warning_list")
+	count(warnings) == 1
+	startswith(warnings[0], "budget: team research would reach 83% of its monthly budget")
+	answer.response == {"uid": rev.request.uid, "allowed": true, "warnings": warnings}
+}
+
+test_fast_path_gives_the_exemption_warning if {
+	rev := testing.deployment(testing.inference, 1)
+	spend := spent("research", 60000)
+	fast(rev, spend)
+	warnings := with_spend(rev, spend, "fast_warnings")
+	warnings == with_spend(rev, spend, "warning_list")
+	contains(warnings[0], "admitted because inference workloads are exempt")
+}
