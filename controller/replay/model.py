@@ -168,11 +168,11 @@ class Job:
 
     @property
     def name(self) -> str:
-        return self.pod_name(self.attempt)
+        return f"{self.workload.pod.name}-{self.attempt}"  # pod_name(attempt), inlined: hot
 
     @property
     def uid(self) -> str:
-        return self.pod_uid(self.attempt)
+        return f"replay-{self.workload.index}-{self.attempt}"  # pod_uid(attempt), inlined: hot
 
     def pod_name(self, attempt: int) -> str:
         return f"{self.workload.pod.name}-{attempt}"
