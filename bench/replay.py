@@ -5,8 +5,12 @@ the replay's own throughput.
 
 Runs `python -m controller.replay` on Alibaba's 2023 trace (openb_pod_list_default.csv:
 8,152 pods over 149 days) with 5-minute controller periods, one OPA per scenario started from
-tools/bin. Prints the figures table and the speed (wall seconds, events/s, periods/s, time in
-OPA); `--out` also writes the report. Figures only: nothing here asserts timing.
+tools/bin. Prints the figures table and the speed: wall seconds, events/s, periods/s, the wall
+time spent waiting for OPA and the CPU-seconds used, in total and per scenario (split between
+the replay's Python and its OPA server); `--out` also writes the report. Figures only: nothing
+here asserts timing. On a shared machine compare CPU-seconds, not wall time (docs/replay.md,
+"Speed", has the figures measured); bench/replay_compare.py checks that two runs' figures are
+the same.
 """
 
 from __future__ import annotations
