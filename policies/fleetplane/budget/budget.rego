@@ -25,21 +25,17 @@ month_now := month(time.now_ns())
 #   USD a team has spent this month. A team absent from spend, or whose record
 #   is for another month, has spent nothing. Undefined when the record for this
 #   month is malformed (see spend_problems), so callers fail closed.
-spent(team, _) := 0 if {
-	not has_record(team)
-}
-
 spent(team, now_ns) := 0 if {
-	is_string(data.fleetplane.spend[team].month)
-	data.fleetplane.spend[team].month != month(now_ns)
-}
-
-spent(team, now_ns) := usd if {
+	not has_record(team)
+} else := usd if {
 	record := data.fleetplane.spend[team]
 	record.month == month(now_ns)
 	usd := record.usd
 	is_number(usd)
 	usd >= 0
+} else := 0 if {
+	is_string(data.fleetplane.spend[team].month)
+	data.fleetplane.spend[team].month != month(now_ns)
 }
 
 has_record(team) if _ = data.fleetplane.spend[team]
@@ -91,19 +87,17 @@ verdict(team, workload_type, estimate, now_ns) := {
 }
 
 level(team, workload_type, total) := "exempt" if {
-	over(team, total, config.budget.deny_ratio)
+	total > config.budget.deny_ratio * config.teams[team].monthly_budget_usd
 	exempt(team, workload_type)
 } else := "deny" if {
-	over(team, total, config.budget.deny_ratio)
+	total > config.budget.deny_ratio * config.teams[team].monthly_budget_usd
 } else := "warn" if {
-	over(team, total, config.budget.warn_ratio)
+	total > config.budget.warn_ratio * config.teams[team].monthly_budget_usd
 } else := "ok" if {
 	is_number(config.budget.warn_ratio)
 	is_number(config.budget.deny_ratio)
 	is_number(config.teams[team].monthly_budget_usd)
 }
-
-over(team, total, ratio) if total > ratio * config.teams[team].monthly_budget_usd
 
 # METADATA
 # description: A verdict as one sentence for users; percent is of the monthly budget.

@@ -50,92 +50,60 @@ term_constrains(term, key) if {
 
 # METADATA
 # description: >-
-#   True when the pod can only run on spot nodes: a spot node selector, or
-#   every required affinity term pins a spot label to its spot value.
-pins_spot(spec) if {
-	some key, value in lib.spot_node_labels
-	spec.nodeSelector[key] == value
-}
-
-pins_spot(spec) if {
-	terms := required_terms(spec)
-	count(terms) > 0
-	every term in terms {
-		term_pins_spot(term)
-	}
-}
-
-term_pins_spot(term) if {
-	some e in term.matchExpressions
-	e.operator == "In"
-	spot := lib.spot_node_labels[e.key]
-	count(e.values) > 0
-	every v in e.values {
-		v == spot
-	}
-}
-
-# METADATA
-# description: >-
-#   True when the pod asks for spot in any way: it pins spot, one of its
-#   affinity terms admits a spot value, or it tolerates the spot taint.
-opens_spot(spec) if pins_spot(spec)
-
-opens_spot(spec) if {
-	some term in required_terms(spec)
-	some e in term.matchExpressions
-	e.operator == "In"
-	lib.spot_node_labels[e.key] in e.values
-}
-
-opens_spot(spec) if tolerates_spot(spec)
-
-# METADATA
-# description: True when a toleration of the pod matches the spot taint (Kubernetes matching rules).
-tolerates_spot(spec) if {
-	some toleration in spec.tolerations
-	tolerates(toleration, lib.spot_taint)
-}
-
-tolerates(toleration, taint) if {
-	effect_matches(toleration, taint)
-	key_matches(toleration, taint)
-}
-
-effect_matches(toleration, _) if object.get(toleration, "effect", "") == ""
-
-effect_matches(toleration, taint) if toleration.effect == taint.effect
-
-# An empty key with operator Exists tolerates every taint.
-key_matches(toleration, _) if {
-	object.get(toleration, "key", "") == ""
-	toleration.operator == "Exists"
-}
-
-key_matches(toleration, taint) if {
-	toleration.key == taint.key
-	toleration.operator == "Exists"
-}
-
-key_matches(toleration, taint) if {
-	toleration.key == taint.key
-	object.get(toleration, "operator", "Equal") == "Equal"
-	object.get(toleration, "value", "") == taint.value
-}
-
-# METADATA
-# description: >-
-#   Where a pod spec may run, computed once per template: {pins_spot,
-#   opens_spot}, both booleans.
+#   Where a pod spec may run, computed once per template: pins_spot (the pod
+#   can only run on spot nodes: a spot node selector, or every required
+#   affinity term pins a spot label to its spot value) and opens_spot (the
+#   pod asks for spot in any way: it pins spot, an affinity term admits a spot
+#   value, or it tolerates the spot taint). One function with the checks
+#   inline: the gate calls it for every template, and each call costs OPA far
+#   more than an inline expression.
 spot_placement(spec) := {"pins_spot": pins, "opens_spot": opens} if {
-	pins := pins_spot_flag(spec)
-	opens := opens_spot_flag(spec)
+	terms := required_terms(spec)
+	selector_pins := count([k | some k, v in lib.spot_node_labels; spec.nodeSelector[k] == v]) > 0
+	pinning_terms := count([i |
+		some i, term in terms
+		count([e |
+			some e in term.matchExpressions
+			e.operator == "In"
+			spot := lib.spot_node_labels[e.key]
+			count(e.values) > 0
+			every v in e.values {
+				v == spot
+			}
+		]) > 0
+	])
+	pins := true in {selector_pins, [count(terms) > 0, pinning_terms == count(terms)] == [true, true]}
+	admits := count([e |
+		some term in terms
+		some e in term.matchExpressions
+		e.operator == "In"
+		lib.spot_node_labels[e.key] in e.values
+	]) > 0
+	tolerated := count([t | some t in spec.tolerations; tolerates(t, lib.spot_taint)]) > 0
+	opens := true in {pins, admits, tolerated}
 }
 
-pins_spot_flag(spec) if {
-	pins_spot(spec)
-} else := false
+# METADATA
+# description: True when the pod can only run on spot nodes (see spot_placement).
+pins_spot(spec) if spot_placement(spec).pins_spot
 
-opens_spot_flag(spec) if {
-	opens_spot(spec)
-} else := false
+# METADATA
+# description: True when the pod asks for spot in any way (see spot_placement).
+opens_spot(spec) if spot_placement(spec).opens_spot
+
+# METADATA
+# description: >-
+#   True when a toleration matches a taint (Kubernetes matching rules): the
+#   effect is empty or the taint's, and either the key is empty with
+#   Exists, or the key is the taint's with Exists, or with Equal (the
+#   default operator) and the taint's value.
+tolerates(toleration, taint) if {
+	object.get(toleration, "effect", "") in {"", taint.effect}
+	key := object.get(toleration, "key", "")
+	operator := object.get(toleration, "operator", "Equal")
+	true in {
+		[key, operator] == ["", "Exists"],
+		[key, operator] == [taint.key, "Exists"],
+		[key, operator, object.get(toleration, "value", "")] == [taint.key, "Equal", taint.value],
+	}
+}
