@@ -185,6 +185,10 @@ def busy_signal(facts: IdleFacts, rule: IdleRule, rules: EvidenceRules) -> str |
     return None
 
 
+def _running(pod: Pod) -> bool:
+    return pod.phase == "Running" and bool(pod.node_name) and not pod.deleting
+
+
 def judge_pod(
     pod: Pod,
     fleet: FleetView,
@@ -192,7 +196,7 @@ def judge_pod(
     now: float,
     rules: EvidenceRules,
 ) -> PodJudgement:
-    if pod.phase != "Running" or not pod.node_name or pod.deleting:
+    if not _running(pod):
         return PodJudgement(pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}")
     warned_at = annotation_number(pod, keys.IDLE_WARNED_AT)
     deadline = annotation_number(pod, keys.RECLAIM_DEADLINE)
@@ -260,9 +264,11 @@ def plan_idle(
     plan = IdlePlan()
     judged: list[PodJudgement] = []
     for pod in pods:
-        wt = fleet.workload_types.get(pod.workload_type or "")
-        window = wt.idle.window_seconds if wt and wt.idle else None
-        found = evidence.get(window, {}).get((pod.namespace, pod.name)) if window else None
+        found: PodEvidence | None = None
+        if _running(pod):  # judged without evidence otherwise
+            wt = fleet.workload_types.get(pod.workload_type or "")
+            window = wt.idle.window_seconds if wt and wt.idle else None
+            found = evidence.get(window, {}).get((pod.namespace, pod.name)) if window else None
         judgement = judge_pod(pod, fleet, found, now, rules)
         plan.judgements.append(judgement)
         if judgement.verdict == Verdict.NOT_RUNNING:
