@@ -118,7 +118,8 @@ VOLCANO_CRDS = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
 
 
 def volcano_crds(path: Path = VOLCANO_CRDS) -> list[Manifest]:
-    """The CRDs of the Volcano kinds the platform declares and reads (Queue, PodGroup, Job)."""
+    """The CRDs of the Volcano kinds the platform declares, reads and writes (Queue, PodGroup,
+    Job, Command)."""
     return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
 
 

@@ -152,4 +152,5 @@ def test_queues_are_declared_even_without_the_chart(
         "queues.scheduling.volcano.sh",
         "podgroups.scheduling.volcano.sh",
         "jobs.batch.volcano.sh",
+        "commands.bus.volcano.sh",
     }
