@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,37 @@ class _Process:
             cwd=cwd,
         )
         log.close()
+
+    def serve(
+        self,
+        command: Callable[[int], list[str]],
+        probe: Callable[[int], str],
+        port: int,
+        timeout: float,
+        cwd: Path | None = None,
+    ) -> int:
+        """Start a server on `port` (0: a free one) and wait until it answers; returns the port.
+
+        A free port is only free until someone binds it: when the server could not bind the
+        port it was given (another process took it in between), it is started again on another
+        one. Readiness is only believed while our own process is alive, so an answer from
+        whatever else listens on that port is never taken for ours."""
+        attempts = 1 if port else 3
+        for attempt in range(attempts):
+            chosen = port or free_port()
+            self.spawn(command(chosen), cwd=cwd)
+            try:
+                self.wait_ready(probe(chosen), timeout)
+            except ServerError:
+                bind_failed = "address already in use" in self.log_tail().lower()
+                if not bind_failed or attempt == attempts - 1:
+                    raise
+                self.stop()
+                continue
+            if self.proc is not None and self.proc.poll() is None:
+                return chosen
+            raise ServerError(f"{self.name} exited right after answering:\n{self.log_tail()}")
+        raise AssertionError("unreachable")
 
     def wait_ready(self, probe: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -122,21 +153,22 @@ class OpaServer:
         binaries = _require(self.bin_dir, ("opa",))
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-opa-"))
-        self.port = self.port or free_port()
         self._process = _Process("opa", self.work_dir / "opa.log")
-        self._process.spawn(
-            [
+        self.port = self._process.serve(
+            lambda port: [
                 str(binaries["opa"]),
                 "run",
                 "--server",
-                f"--addr=127.0.0.1:{self.port}",
+                f"--addr=127.0.0.1:{port}",
                 "--log-level=error",
                 "--ignore=*_test.rego",
                 "--ignore=.*",
                 str(self.policies),
-            ]
+            ],
+            lambda port: f"http://127.0.0.1:{port}/health",
+            self.port,
+            timeout,
         )
-        self._process.wait_ready(f"{self.url}/health", timeout)
         return self
 
     def stop(self) -> None:
@@ -240,20 +272,21 @@ class PrometheusServer:
                 raise ServerError(f"promtool backfill failed:\n{result.stdout}\n{result.stderr}")
         config = self.work_dir / "prometheus.yml"
         config.write_text("global:\n  scrape_interval: 15s\n")
-        self.port = self.port or free_port()
         self._process = _Process("prometheus", self.work_dir / "prometheus.log")
-        self._process.spawn(
-            [
+        self.port = self._process.serve(
+            lambda port: [
                 str(binaries["prometheus"]),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address=127.0.0.1:{port}",
                 "--storage.tsdb.retention.time=400d",
                 "--log.level=warn",
             ],
+            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            self.port,
+            timeout,
             cwd=self.work_dir,
         )
-        self._process.wait_ready(f"{self.url}/-/ready", timeout)
         return self
 
     def stop(self) -> None:

@@ -1,0 +1,40 @@
+"""The test servers take a free port and never mistake another listener for themselves."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from tools import servers
+from tools.servers import OpaServer, ServerError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something else is listening on."""
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        yield int(blocker.getsockname()[1])
+
+
+def test_a_port_taken_in_between_is_replaced(
+    taken_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """free_port() handed out a port another process bound before OPA could: OPA is started
+    again on another port instead of failing (or answering from the other listener)."""
+    handed = iter([taken_port])
+    real = servers.free_port
+    monkeypatch.setattr(servers, "free_port", lambda: next(handed, None) or real())
+    with OpaServer() as server:
+        assert server.port != taken_port
+        assert servers._request("GET", f"{server.url}/health") == {}
+
+
+def test_an_explicit_port_in_use_is_an_error(taken_port: int) -> None:
+    with pytest.raises(ServerError, match="address already in use"):
+        OpaServer(port=taken_port).start(timeout=10)
