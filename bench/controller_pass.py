@@ -28,20 +28,22 @@ deletes the pods it reclaims), so iterating on the pass takes a minute instead o
 models against raw JSON (the first table in controller/observe/kube.py). Figures only: nothing
 here asserts timing.
 
-Measured on the 2-core development machine while other work shared it, loads as shown. Pass 1
-acts (2,000 nodes: 25 warnings and 25 reclaims; 5,000: 62 and 63, through OPA); pass 2 finds
-the same fleet with nothing new to do:
+Measured on the 2-core development machine while other work shared it, loads as shown (one
+run growing a kept cluster from 2,000 to 5,000 nodes, all of this version's changes). Pass 1
+acts (2,000 nodes: the warnings and reclaims due on that cluster; 5,000: 62 warnings and 63
+reclaims, through OPA); pass 2 finds the same fleet with less to do:
 
     nodes   pods    pass    observe  idle   spend  preempt  peak RSS  API requests  load
-    2,000  20,000   19.5 s   8.6 s   7.0 s  3.3 s  0.4 s    244 MiB   171           13.8
-                    13.9 s   8.3 s   1.2 s  3.8 s  0.3 s    227 MiB    69           13.4
-    5,000  50,000   51.7 s  38.8 s   5.9 s  2.3 s  3.7 s    429 MiB   259           13.2
-                    33.9 s  29.5 s   2.0 s  1.3 s  0.3 s    551 MiB   135           13.3
-    5,000  50,000   18.0 s  13.5 s   3.1 s  0.5 s  0.6 s        -     120            7.7
-                    (--dry-run, an earlier run at a lower load)
+    2,000  20,000   13.2 s   7.7 s   2.1 s  2.8 s  0.4 s    251 MiB   119           11.9
+                    14.1 s   9.7 s   1.8 s  2.0 s  0.2 s    275 MiB    69           12.2
+    5,000  50,000   36.0 s  24.4 s   7.5 s  2.9 s  0.8 s    487 MiB   335            7.7
+                    33.2 s  24.4 s   3.6 s  3.6 s  0.8 s    429 MiB   135           10.1
 
-    before this version (pods created without status; load 11-16; peak RSS as then measured,
-    ru_maxrss, which counted this bench process's own memory):
+    other runs of this version: 2,000 nodes on a fresh cluster 19.5 s and 13.9 s (load 13-14);
+    5,000 nodes 51.7 s and 33.9 s (load 13), and 18.0 s with --dry-run (load 7.7)
+
+    before this version (load 11-16; at 5,000 nodes 7,000-13,000 pods were still Pending, with
+    smaller objects; peak RSS as then measured, ru_maxrss, which counted this bench's memory):
     2,000  20,000   32.7 s  20.1 s   8.6 s  2.8 s  0.4 s    321 MiB   169
     5,000  50,000   30.6 s  24.0 s   4.2 s  1.4 s  0.6 s    663 MiB   263
 
@@ -49,7 +51,8 @@ Memory is within the 1 GiB target; time is not within 5 s. The same snapshot (2,
 20,000 pods) taken by the previous and by this version of `observe`, alternately, at load
 11-12: 13.2-17.0 s against 5.9-10.2 s wall, 4.3-4.7 against 2.0-2.2 CPU seconds in the
 controller, 4.9-6.2 against 2.3-4.4 in the API server (gzip no longer asked for). At 5,000
-nodes observing is what remains: the controller's CPU for the 55,000 objects (about 5 s on its
+nodes observing is what remains (its parts alone on the cluster of the table: the snapshot 8.9 s
+at load 5.5 and 36 s at load 12.6, the DCGM evidence 11-16 s at load 7-12): the controller's CPU for the 55,000 objects (about 5 s on its
 one GIL-bound core: reading 1.0, parsing 0.2, building the views 2.7, the rest threads), the API
 server's JSON encoding (about 3 CPU seconds), and the DCGM queries running beside them (six
 aggregations over 40,000 GPUs: about 3.6 CPU seconds in Prometheus and 1.8 here; at load 14
