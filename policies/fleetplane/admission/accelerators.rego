@@ -4,6 +4,7 @@
 # from data.fleetplane.config.
 package fleetplane.admission
 
+import data.fleetplane.config
 import data.fleetplane.lib
 import data.fleetplane.lib.scheduling
 import data.fleetplane.lib.workloads

@@ -9,10 +9,9 @@
 #   share; the rules live beside it, one concern per file.
 package fleetplane.admission
 
+import data.fleetplane.config
 import data.fleetplane.lib
 import data.fleetplane.lib.workloads
-
-config := data.fleetplane.config
 
 # METADATA
 # description: >-

@@ -5,6 +5,7 @@
 package fleetplane.admission
 
 import data.fleetplane.budget
+import data.fleetplane.config
 import data.fleetplane.lib
 
 budget_checked if {

@@ -4,6 +4,7 @@
 # rules that would see nothing and so allow.
 package fleetplane.admission
 
+import data.fleetplane.config
 import data.fleetplane.lib.workloads
 
 type_schema := {

@@ -33,13 +33,12 @@ fast_allowed if {
 # METADATA
 # description: >-
 #   The single pod template of a well-formed CREATE, with what the fast rules
-#   read: config, team and in_team (as fleetplane.admission.team and
+#   read: team and in_team (as fleetplane.admission.team and
 #   in_team_namespace), spec, labels,
 #   annotations, replicas, deadlines (the positive ones that bound the pods),
 #   demand per resource of one pod and the accelerator resources mentioned.
 #   Undefined when anything is outside the common case.
 fast_common := {
-	"config": cfg,
 	"team": object.get(cfg.namespaces, ns, null),
 	"in_team": count([1 | cfg.namespaces[ns]]) == 1,
 	"spec": spec,
@@ -139,8 +138,9 @@ fast_secure if {
 	fast_common.team == null
 } else if {
 	c := fast_common
-	is_array(c.config.registries)
-	prefixes := [concat("", [trim_suffix(r, "/"), "/"]) | some r in c.config.registries]
+	registries := data.fleetplane.config.registries
+	is_array(registries)
+	prefixes := [concat("", [trim_suffix(r, "/"), "/"]) | some r in registries]
 	every container in c.spec.containers {
 		strings.any_prefix_match(qualified_image(container.image), prefixes)
 		object.get(container, ["securityContext", "privileged"], false) != true
@@ -168,7 +168,7 @@ fast_warnings := [] if {
 	count(fast_common.demand) == 0
 } else := warnings if {
 	c := fast_common
-	cfg := c.config
+	cfg := data.fleetplane.config
 	spec := c.spec
 
 	# Team, type and the configuration the rules read.
@@ -254,39 +254,34 @@ fast_warnings := [] if {
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
-	level := fast_level(spent + estimate, limit, cfg.budget, team, wt)
-	verdict := {
-		"level": level,
-		"total_usd": spent + estimate,
-		"spent_usd": spent,
-		"estimate_usd": estimate,
-		"budget_usd": limit,
-	}
-	warnings := fast_budget_warnings(level, verdict, team, wt, cfg.budget)
+	warnings := fast_budget_warnings(
+		{"total_usd": spent + estimate, "spent_usd": spent, "estimate_usd": estimate, "budget_usd": limit},
+		cfg.budget.warn_ratio * limit,
+		cfg.budget.deny_ratio * limit,
+		team,
+		wt,
+	)
 }
 
-# The budget level of fleetplane.budget.level, from the same comparisons.
-fast_level(total, limit, ratios, team, wt) := "exempt" if {
-	total > ratios.deny_ratio * limit
-	budget.exempt(team, wt)
-} else := "deny" if {
-	total > ratios.deny_ratio * limit
-} else := "warn" if {
-	total > ratios.warn_ratio * limit
-} else := "ok"
-
-# The warnings the full rules (budget.rego) give for a level; no answer for "deny".
-fast_budget_warnings("ok", _, _, _, _) := []
-
-fast_budget_warnings("warn", verdict, team, _, ratios) := [sprintf(
-	"budget: %s, over the %d%% warning line",
-	[budget.describe(team, verdict), round(ratios.warn_ratio * 100)],
-)]
-
-fast_budget_warnings("exempt", verdict, team, wt, _) := [sprintf(
+# The budget warnings of budget.rego, from the comparisons of
+# fleetplane.budget.level: none at or under both lines, the exemption warning
+# over the limit for a budget-exempt type, the warning over the warning line;
+# undefined for a denial.
+fast_budget_warnings(amounts, warn_line, deny_line, team, wt) := [] if {
+	amounts.total_usd <= warn_line
+	amounts.total_usd <= deny_line
+} else := [sprintf(
 	"budget: %s; admitted because %s workloads are exempt from the budget limit",
-	[budget.describe(team, verdict), wt],
-)]
+	[budget.describe(team, object.union(amounts, {"level": "exempt"})), wt],
+)] if {
+	amounts.total_usd > deny_line
+	budget.exempt(team, wt)
+} else := [sprintf(
+	"budget: %s, over the %d%% warning line",
+	[budget.describe(team, object.union(amounts, {"level": "warn"})), round(data.fleetplane.config.budget.warn_ratio * 100)],
+)] if {
+	amounts.total_usd <= deny_line
+}
 
 fast_idle_timeout(value, maximum) if {
 	seconds := workloads.parse_count(value)

@@ -3,6 +3,7 @@
 # no host namespaces, no hostPath volumes.
 package fleetplane.admission
 
+import data.fleetplane.config
 import data.fleetplane.lib.workloads
 
 # METADATA

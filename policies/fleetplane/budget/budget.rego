@@ -7,7 +7,7 @@
 #   data.fleetplane.config; nothing here reads input.
 package fleetplane.budget
 
-config := data.fleetplane.config
+import data.fleetplane.config
 
 # METADATA
 # description: The calendar month (UTC) of a time in nanoseconds, as "YYYY-MM".

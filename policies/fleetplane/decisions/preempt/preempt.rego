@@ -8,10 +8,9 @@
 #   above its guaranteed quota after losing the victim.
 package fleetplane.decisions.preempt
 
+import data.fleetplane.config
 import data.fleetplane.lib
 import data.fleetplane.lib.workloads
-
-config := data.fleetplane.config
 
 # METADATA
 # entrypoint: true

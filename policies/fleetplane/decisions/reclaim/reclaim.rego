@@ -7,10 +7,9 @@
 #   issued inside that window at least the grace period ago.
 package fleetplane.decisions.reclaim
 
+import data.fleetplane.config
 import data.fleetplane.lib
 import data.fleetplane.lib.workloads
-
-config := data.fleetplane.config
 
 # METADATA
 # entrypoint: true

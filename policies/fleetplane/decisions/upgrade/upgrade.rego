@@ -7,10 +7,9 @@
 #   unavailable than the pool's max_unavailable.
 package fleetplane.decisions.upgrade
 
+import data.fleetplane.config
 import data.fleetplane.lib
 import data.fleetplane.lib.workloads
-
-config := data.fleetplane.config
 
 # METADATA
 # entrypoint: true
