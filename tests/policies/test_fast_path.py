@@ -15,13 +15,14 @@ import copy
 import http.client
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.policies.conftest import FIXTURES, current_month
+from tests.policies.conftest import FIXTURES, current_month, production_shaped_trace
 from tools import servers
-from tools.policydiff import DEFAULT_TRACE, generate_from_trace
+from tools.policydiff import generate_from_trace
 
 pytestmark = pytest.mark.integration
 
@@ -140,9 +141,9 @@ REVIEW_MUTATIONS: dict[str, Callable[[Json], None]] = {
 }
 
 
-def _reviews(config: Json) -> list[Json]:
+def _reviews(config: Json, trace: Path) -> list[Json]:
     base = [json.loads(p.read_text()) for p in sorted((FIXTURES / "reviews").glob("*.json"))]
-    base += [r.review for r in generate_from_trace(DEFAULT_TRACE, config, seed=7, limit=150)]
+    base += [r.review for r in generate_from_trace(trace, config, seed=7)]
     reviews = list(base)
     for i, review in enumerate(base[::8]):
         for name, change in MUTATIONS.items():
@@ -198,8 +199,15 @@ def _evaluate(server: servers.OpaServer, reviews: list[Json]) -> list[Json]:
     return results
 
 
-def test_fast_path_only_allows_what_the_full_rules_allow(gate: Any, fleet_config: Json) -> None:
-    reviews = _reviews(fleet_config)
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return production_shaped_trace(tmp_path_factory.mktemp("trace") / "pods.csv", 150)
+
+
+def test_fast_path_only_allows_what_the_full_rules_allow(
+    gate: Any, fleet_config: Json, trace: Path
+) -> None:
+    reviews = _reviews(fleet_config, trace)
     assert len(reviews) > 800
     taken = allowed = warned = 0
     try:
@@ -239,6 +247,6 @@ def test_mutations_reach_the_rules(fleet_config: Json) -> None:
         assert changed, name
 
 
-def test_reviews_cover_every_kind(fleet_config: Json) -> None:
-    kinds = {r["request"]["kind"]["kind"] for r in _reviews(fleet_config) if "request" in r}
+def test_reviews_cover_every_kind(fleet_config: Json, trace: Path) -> None:
+    kinds = {r["request"]["kind"]["kind"] for r in _reviews(fleet_config, trace) if "request" in r}
     assert {"Pod", "Deployment", "StatefulSet", "Job", "CronJob"} <= kinds

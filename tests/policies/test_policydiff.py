@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.policies.builders import cpu, notebook, training
+from tests.policies.conftest import write_trace
 from tools import policydiff
 
 pytestmark = pytest.mark.integration
@@ -146,29 +145,8 @@ def test_base_without_policies_has_no_decisions(tmp_path: Path, corpus: Path) ->
     assert "| no decision → allowed | 2 |" in report
 
 
-def _trace(path: Path, rows: list[dict[str, Any]]) -> Path:
-    columns = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns.split(","))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(
-                {
-                    "gpu_spec": "",
-                    "pod_phase": "Running",
-                    "creation_time": 0,
-                    "scheduled_time": 0,
-                    "deletion_time": 3600,
-                    "cpu_milli": 4000,
-                    "memory_mib": 8192,
-                    **row,
-                }
-            )
-    return path
-
-
 def test_trace_mapping_is_deterministic_and_typed(tmp_path: Path) -> None:
-    trace = _trace(
+    trace = write_trace(
         tmp_path / "trace.csv",
         [
             {"name": "cpu", "num_gpu": 0, "gpu_milli": 0, "qos": "LS"},
