@@ -31,49 +31,10 @@ WINDOW = 600  # idle window of every reclaimable type in these tests
 GRACE = 300
 GPU_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 
-COMMAND_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "commands.bus.volcano.sh"},
-    "spec": {
-        "group": "bus.volcano.sh",
-        "names": {
-            "kind": "Command",
-            "listKind": "CommandList",
-            "plural": "commands",
-            "singular": "command",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
-
 
 def closed_url() -> str:
     """A loopback URL nothing listens on."""
     return f"http://127.0.0.1:{free_port()}"
-
-
-@pytest.fixture(scope="session")
-def volcano_commands(kube: LocalCluster) -> None:
-    """Volcano's Command CRD (bus.volcano.sh/v1alpha1), which components/crds/volcano.yaml
-    does not carry; installed once per session (the same name Volcano uses)."""
-    kube.apply([COMMAND_CRD])
-    kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/commands.bus.volcano.sh"
-    )
 
 
 def config_for(namespace: str) -> dict[str, Any]:

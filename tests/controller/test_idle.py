@@ -42,7 +42,7 @@ def volcano_job(name: str) -> dict[str, Any]:
 
 
 def test_idle_workloads_are_warned_then_reclaimed_the_least_destructive_way(
-    harness: Harness, prometheus_factory: Any, volcano_commands: None
+    harness: Harness, prometheus_factory: Any
 ) -> None:
     h = harness
     h.create(deployment("nb", "notebook"))
