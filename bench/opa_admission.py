@@ -183,7 +183,7 @@ def start_opa(
     extra: list[str],
     env: dict[str, str],
 ) -> subprocess.Popen[bytes]:
-    data_dir = Path(tempfile.mkdtemp(prefix="fleetplane-bench-"))
+    data_dir = log.parent / "data"
     # OPA loads a data file at the path of its directories: fleetplane/config/data.json.
     target = data_dir / "fleetplane" / "config"
     target.mkdir(parents=True)
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "connections": args.connections,
         "gc": {"GOGC": env.get("GOGC", "100"), "GOMEMLIMIT": env.get("GOMEMLIMIT", "")},
     }
-    with tempfile.TemporaryDirectory(prefix="fleetplane-bench-log-") as log_dir:
+    with tempfile.TemporaryDirectory(prefix="fleetplane-bench-") as log_dir:
         process = start_opa(
             args.opa,
             args.policies,
