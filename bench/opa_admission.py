@@ -32,7 +32,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from components.manifests import OPA_GC_ENV  # noqa: E402
+from controller.replay.opa import KeepAliveConnection  # noqa: E402
+from tools.localcluster import free_port  # noqa: E402
 from tools.policydiff import DEFAULT_TRACE, generate_from_trace  # noqa: E402
 
 DEFAULT_OPA = ROOT / "tools" / "bin" / "opa"
@@ -58,40 +59,17 @@ TARGET_P99_MS = 2.0
 TARGET_RATE = 2000.0
 
 
-class Connection:
-    """One keep-alive HTTP/1.1 connection speaking just enough of the protocol for OPA."""
+class Connection(KeepAliveConnection):
+    """One keep-alive connection to the loopback OPA (the replay's minimal HTTP/1.1 client)."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = b""
+        super().__init__("127.0.0.1", port, timeout=10)
 
     def roundtrip(self, request: bytes) -> tuple[int, bytes]:
-        self.sock.sendall(request)
-        data = self.buffer
-        while (end := data.find(b"\r\n\r\n")) < 0:
-            data += self._recv()
-        head, rest = data[:end], data[end + 4 :]
-        status = int(head[9:12])
-        lower = head.lower()
-        at = lower.find(b"content-length:")
-        if at < 0:
-            raise OSError(f"OPA answered without Content-Length: {head[:200]!r}")
-        line_end = lower.find(b"\r\n", at)
-        length = int(head[at + 15 : line_end if line_end >= 0 else None])
-        while len(rest) < length:
-            rest += self._recv()
-        self.buffer = rest[length:]
-        return status, rest[:length]
-
-    def _recv(self) -> bytes:
-        chunk = self.sock.recv(65536)
-        if not chunk:
+        status, body, reusable = self.exchange(request)
+        if not reusable:
             raise OSError("OPA closed the connection")
-        return chunk
-
-    def close(self) -> None:
-        self.sock.close()
+        return status, body
 
 
 def post(body: bytes, path: str = "/") -> bytes:
@@ -155,12 +133,6 @@ class Worker:
         status, payload = connection.roundtrip(request)
         if status != 200 or b'"allowed"' not in payload:
             self.errors.append(f"HTTP {status}: {payload[:200]!r}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def opa_env(gogc: str | None, gomemlimit: str | None) -> dict[str, str]:

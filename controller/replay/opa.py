@@ -120,7 +120,7 @@ class BatchClient:
         self._host = parts.hostname
         self._port = parts.port or 80
         self._timeout = timeout
-        self._connection: _Connection | None = None
+        self._connection: KeepAliveConnection | None = None
         self.marker = uuid.uuid4().hex
         self.stats = QueryStats()
 
@@ -137,7 +137,7 @@ class BatchClient:
         for attempt in (1, 2):
             try:
                 if self._connection is None:
-                    self._connection = _Connection(self._host, self._port, self._timeout)
+                    self._connection = KeepAliveConnection(self._host, self._port, self._timeout)
                 status, payload, reusable = self._connection.exchange(head + body)
             except (OSError, ValueError) as error:
                 self.close()
@@ -217,7 +217,7 @@ class BatchClient:
         )
 
 
-class _Connection:
+class KeepAliveConnection:
     """One keep-alive HTTP/1.1 connection, just enough of the protocol for OPA's REST API:
     the request goes out in one send (no Nagle wait between headers and body), the answer is
     read by Content-Length or chunked transfer coding. http.client costs several times more
