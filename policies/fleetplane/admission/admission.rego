@@ -188,7 +188,7 @@ has_object if is_object(input.request.object)
 
 # ------------------------------------------------------------------ scope
 
-kind_class := workloads.kind_classes[concat("/", [object.get(request.kind, "group", ""), request.kind.kind])]
+kind_class := workloads.kind_class(request.kind)
 
 # METADATA
 # description: >-
