@@ -15,6 +15,7 @@ package fleetplane.admission
 
 import data.fleetplane.budget
 import data.fleetplane.lib
+import data.fleetplane.lib.scheduling
 import data.fleetplane.lib.workloads
 
 # METADATA
@@ -48,7 +49,6 @@ fast_common := {
 	"deadlines": deadlines,
 	"demand": {r: sum([n | some [s, n] in counts; s == r]) | some r in mentioned},
 	"selector": selector,
-	"tolerations": tolerations,
 	"volumes": volumes,
 } if {
 	request := input.request
@@ -194,16 +194,10 @@ fast_warnings := [] if {
 	total < approval.threshold_accelerators
 	object.get(spec, "nodeName", "") == ""
 
-	# Capacity: spot is pinned by a spot nodeSelector; any toleration that
-	# could match the spot taint counts as opening spot (an over-estimate,
-	# which only ever sends a review to the full rules).
-	spot_labels := lib.spot_node_labels
-	pins := count([k | some k, v in object.filter(c.selector, object.keys(spot_labels)); spot_labels[k] == v]) > 0
-	tolerated := count([1 |
-		some toleration in c.tolerations
-		object.get(toleration, "key", "") in {"", lib.spot_taint.key}
-	]) > 0
-	opens := true in {pins, tolerated}
+	# Capacity: where the pod may run, as the full rules see it.
+	placement := scheduling.spot_placement(spec)
+	pins := placement.pins_spot
+	opens := placement.opens_spot
 	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
 	capacity := {true: "spot", false: "on-demand"}[pins]
 
