@@ -81,16 +81,25 @@ deny contains msg if {
 	)
 }
 
-warnings contains msg if {
+warnings contains budget_warning(verdict, team, workload_type) if {
 	budget_checked
-	verdict.level == "warn"
-	msg := sprintf("budget: %s, over the %d%% warning line", [budget.describe(team, verdict), round(config.budget.warn_ratio * 100)])
+	verdict.level in {"warn", "exempt"}
 }
 
-warnings contains msg if {
-	budget_checked
-	verdict.level == "exempt"
-	msg := sprintf("budget: %s; admitted because %s workloads are exempt from the budget limit", [budget.describe(team, verdict), workload_type])
+# METADATA
+# description: >-
+#   The admission warning for a verdict of level warn or exempt (the fast path
+#   gives the same).
+budget_warning(v, team_name, type_name) := sprintf(
+	"budget: %s, over the %d%% warning line",
+	[budget.describe(team_name, v), round(config.budget.warn_ratio * 100)],
+) if {
+	v.level == "warn"
+} else := sprintf(
+	"budget: %s; admitted because %s workloads are exempt from the budget limit",
+	[budget.describe(team_name, v), type_name],
+) if {
+	v.level == "exempt"
 }
 
 # The budget saw the workload: the verdict was reached (or nothing is priced).

@@ -257,23 +257,17 @@ fast_warnings := [] if {
 	)
 }
 
-# The budget warnings of budget.rego, from the comparisons of
+# The budget warnings of budget.rego (budget_warning), from the comparisons of
 # fleetplane.budget.level: none at or under both lines, the exemption warning
 # over the limit for a budget-exempt type, the warning over the warning line;
 # undefined for a denial.
 fast_budget_warnings(amounts, warn_line, deny_line, team, wt) := [] if {
 	amounts.total_usd <= warn_line
 	amounts.total_usd <= deny_line
-} else := [sprintf(
-	"budget: %s; admitted because %s workloads are exempt from the budget limit",
-	[budget.describe(team, object.union(amounts, {"level": "exempt"})), wt],
-)] if {
+} else := [budget_warning(object.union(amounts, {"level": "exempt"}), team, wt)] if {
 	amounts.total_usd > deny_line
 	budget.exempt(team, wt)
-} else := [sprintf(
-	"budget: %s, over the %d%% warning line",
-	[budget.describe(team, object.union(amounts, {"level": "warn"})), round(data.fleetplane.config.budget.warn_ratio * 100)],
-)] if {
+} else := [budget_warning(object.union(amounts, {"level": "warn"}), team, wt)] if {
 	amounts.total_usd <= deny_line
 }
 
