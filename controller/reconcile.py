@@ -187,7 +187,14 @@ Evidence = dict[int, dict[tuple[str, str], PodEvidence]]
 
 
 def _evidence(fleet: FleetView, prometheus: Prometheus, now: float) -> Evidence | ControllerError:
-    windows = {wt.idle.window_seconds for wt in fleet.workload_types.values() if wt.idle}
+    # Per window, the highest idle threshold of the types using it: pods with a GPU above it
+    # are busy on their peak utilisation alone (observe.metrics reads no more for them).
+    windows: dict[int, float] = {}
+    for wt in fleet.workload_types.values():
+        if wt.idle:
+            window = wt.idle.window_seconds
+            line = wt.idle.util_threshold_percent
+            windows[window] = max(windows.get(window, line), line)
     try:
         return prometheus.evidence_for_windows(windows, now)
     except ControllerError as error:

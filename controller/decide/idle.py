@@ -5,17 +5,23 @@ Per pod (`judge_pod`), in this order; the first that applies is the verdict:
 1. not running (pending, terminating, finished)          → NOT_RUNNING, nothing to do
 2. labelled `fleetplane.dev/exempt=true`                 → EXEMPT
 3. no workload type, an unknown one, or `idle: null`     → NOT_RECLAIMABLE
-4. running for less than the window, or evidence missing
-   or partial (`summarise_evidence`)                     → NO_EVIDENCE: no action, warning kept
-5. any signal above the idle line in the window          → BUSY; a warning is cleared
-6. idle, and not warned inside the current window        → WARN (warned-at = now,
+4. running for less than the window                      → NO_EVIDENCE: no action, warning kept
+5. utilisation of a GPU on the pod's node above the
+   idle line in the window (`busy_by_utilisation`)       → BUSY; a warning is cleared
+6. evidence missing or partial (`summarise_evidence`)    → NO_EVIDENCE: no action, warning kept
+7. any other signal above the idle line in the window    → BUSY; a warning is cleared
+8. idle, and not warned inside the current window        → WARN (warned-at = now,
                                                            deadline = now + grace)
-7. idle, warned, deadline not reached                    → WAITING
-8. idle, warned inside the window, deadline reached      → RECLAIM (OPA has the last word)
+9. idle, warned, deadline not reached                    → WAITING
+10. idle, warned inside the window, deadline reached     → RECLAIM (OPA has the last word)
 
 Per workload (`plan_idle`): the pods of one owner (Deployment, StatefulSet, Job, Volcano Job,
 or a bare pod) are reclaimed together, and only when every accelerator pod of it is RECLAIM;
 one busy replica keeps the whole workload.
+
+Utilisation above the line is positive evidence of work, so it decides before completeness: one
+sample over the threshold proves the pod busy even when other samples are missing. That is also
+what lets `observe.metrics` read the full evidence only for pods that may be idle.
 """
 
 from __future__ import annotations
@@ -133,6 +139,10 @@ def summarise_evidence(
     series = [s for s in evidence.gpus.values() if not s.hostname or s.hostname == pod.node_name]
     if len(series) < gpus_held:
         return None, f"DCGM series for {len(series)} of the pod's {gpus_held} GPUs"
+    if not evidence.detailed:
+        # Only the peak utilisation was read for this pod (observe.metrics): enough to prove it
+        # busy, never enough to call it idle.
+        return None, "only the peak utilisation was read for this pod"
     expected = rules.expected_samples(rule.window_seconds)
     fewest = min(min(s.util_samples, s.fb_samples) for s in series)
     if fewest < expected:
@@ -160,6 +170,24 @@ def summarise_evidence(
         ),
         "complete",
     )
+
+
+def busy_by_utilisation(pod: Pod, evidence: PodEvidence | None, rule: IdleRule) -> str | None:
+    """Why the pod is busy when a GPU series on its node shows utilisation above the idle line
+    in the window, whether or not the evidence is complete; None otherwise."""
+    if evidence is None:
+        return None
+    peaks = [
+        s.max_util_percent
+        for s in evidence.gpus.values()
+        if not s.hostname or s.hostname == pod.node_name
+    ]
+    if peaks and max(peaks) > rule.util_threshold_percent:
+        return (
+            f"GPU utilisation reached {max(peaks):g}% "
+            f"(idle threshold {rule.util_threshold_percent:g}%)"
+        )
+    return None
 
 
 def busy_signal(facts: IdleFacts, rule: IdleRule, rules: EvidenceRules) -> str | None:
@@ -220,6 +248,9 @@ def judge_pod(
             reason=f"running for {running_for:.0f}s, less than the {rule.window_seconds}s window",
             rule=rule,
         )
+    busy = busy_by_utilisation(pod, evidence, rule)
+    if busy is not None:
+        return PodJudgement(**common, verdict=Verdict.BUSY, reason=busy, rule=rule)
     facts, missing = summarise_evidence(pod, evidence, rule, rules)
     if facts is None:
         return PodJudgement(**common, verdict=Verdict.NO_EVIDENCE, reason=missing, rule=rule)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -88,6 +88,34 @@ CASES = [
         notebook(),
         evidence(WINDOW, gpu_series("h100-0", samples=FULL, fb=70000)),
         Verdict.WARN,
+    ),
+    Case(
+        "busy by utilisation although the evidence is partial",
+        notebook().gpus(2),
+        evidence(WINDOW, gpu_series("h100-0", samples=FULL // 2, util=70)),
+        Verdict.BUSY,
+        "utilisation reached 70%",
+    ),
+    Case(
+        "utilisation above the line on another node proves nothing",
+        notebook(),
+        evidence(WINDOW, gpu_series("h100-7", samples=FULL, util=70)),
+        Verdict.NO_EVIDENCE,
+        "0 of the pod's 1 GPUs",
+    ),
+    Case(
+        "only the peak utilisation read, under the line: not idle on that alone",
+        notebook(),
+        replace(evidence(WINDOW, gpu_series("h100-0", samples=0)), detailed=False),
+        Verdict.NO_EVIDENCE,
+        "only the peak utilisation",
+    ),
+    Case(
+        "only the peak utilisation read, above the line: busy",
+        notebook(),
+        replace(evidence(WINDOW, gpu_series("h100-0", samples=0, util=30)), detailed=False),
+        Verdict.BUSY,
+        "utilisation",
     ),
     Case("no series", notebook(), None, Verdict.NO_EVIDENCE, "no DCGM series"),
     Case(
