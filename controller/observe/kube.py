@@ -50,7 +50,7 @@ import builtins
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +61,7 @@ import orjson
 import requests
 import simdjson
 import yaml
+from google.protobuf import message as protobuf_message
 from requests.adapters import HTTPAdapter
 
 from controller.errors import (
@@ -70,10 +71,13 @@ from controller.errors import (
     TemporaryError,
     TooManyRequestsError,
 )
+from controller.observe.k8s_pb import meta_v1_pb2, runtime_pb2
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+PROTOBUF_MAGIC = b"k8s\x00"
 DEFAULT_PAGE = 500
 T = TypeVar("T")
 
@@ -169,6 +173,16 @@ def resolve_credentials(kubeconfig: str | None) -> Credentials:
 
 
 def _status_message(response: requests.Response) -> str:
+    """The `message` of the Status an error answer carries (JSON, or protobuf when a protobuf
+    list was asked for); else the start of the body."""
+    if _content_type(response) == PROTOBUF:
+        try:
+            status = _unwrap(response.content, meta_v1_pb2.Status, "error")
+            if status.message:
+                return str(status.message)
+        except PermanentError:
+            pass
+        return repr(response.content[:300])
     try:
         body = orjson.loads(response.content)
         if isinstance(body, dict) and body.get("message"):
@@ -176,6 +190,35 @@ def _status_message(response: requests.Response) -> str:
     except orjson.JSONDecodeError:
         pass
     return response.text[:300]
+
+
+def _content_type(response: requests.Response) -> str:
+    return response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
+def _unwrap(body: bytes, message_type: Any, where: str) -> Any:
+    """A Kubernetes protobuf answer: the magic `k8s\\0`, then a `runtime.Unknown` whose `raw`
+    is the object, here of `message_type` (whose name must be the Unknown's kind)."""
+    if body[:4] != PROTOBUF_MAGIC:
+        raise PermanentError(f"{where}: not a Kubernetes protobuf answer: {body[:20]!r}")
+    try:
+        envelope = runtime_pb2.Unknown.FromString(body[4:])
+        kind = envelope.typeMeta.kind
+        expected = message_type.DESCRIPTOR.name
+        if kind and kind != expected:
+            raise PermanentError(f"{where}: expected a {expected}, got a {kind}")
+        return message_type.FromString(envelope.raw)
+    except protobuf_message.DecodeError as error:
+        raise PermanentError(f"{where}: malformed protobuf: {error}") from error
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """One page of a list, decoded: its items, the converter for them, the continue token."""
+
+    items: Iterable[Any]
+    convert: Callable[[Any], Any]
+    token: str | None
 
 
 class KubeClient:
@@ -225,17 +268,35 @@ class KubeClient:
     ) -> Any:
         """Send one request; the decoded JSON answer (`raw`: its bytes), or a classified
         error."""
+        response = self._send(method, path, params=params, body=body, content_type=content_type)
+        if raw:
+            return response.content
+        return orjson.loads(response.content) if response.content else None
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        accept: str | None = None,
+    ) -> requests.Response:
+        """Send one request; its (2xx) response, or a classified error."""
         with self._lock:
             self.requests_made += 1
         data = None if body is None else orjson.dumps(body)
-        headers = {"Content-Type": content_type} if data is not None else None
+        headers = {"Content-Type": content_type} if data is not None else {}
+        if accept:
+            headers["Accept"] = accept
         try:
             response = self._session.request(
                 method,
                 self.server + path,
                 params=params,
                 data=data,
-                headers=headers,
+                headers=headers or None,
                 timeout=self.timeout,
                 verify=self._verify,
             )
@@ -245,9 +306,7 @@ class KubeClient:
             raise TemporaryError(f"{method} {path}: cannot connect: {error}") from error
         status = response.status_code
         if 200 <= status < 300:
-            if raw:
-                return response.content
-            return orjson.loads(response.content) if response.content else None
+            return response
         message = f"{method} {path}: HTTP {status}: {_status_message(response)}"
         if status == 404:
             raise NotFoundError(message)
@@ -300,26 +359,75 @@ class KubeClient:
         second thread while this one converts the current page, so the API server encodes one
         page while this process reads the previous one. An expired continue token (410) starts
         the list again once, discarding what was converted."""
+
+        def decode(response: requests.Response) -> _Page:
+            return self._json_page(path, response.content, convert)
+
+        return self._list(path, JSON, decode, limit=limit, params=params)
+
+    def list_protobuf(
+        self,
+        path: str,
+        list_type: Any,
+        convert: Callable[[Any], T | None],
+        convert_json: Callable[[Any], T | None],
+        *,
+        limit: int = DEFAULT_PAGE,
+        params: dict[str, Any] | None = None,
+    ) -> builtins.list[T]:
+        """`list_objects` of a built-in resource asked for as Kubernetes protobuf: `list_type`
+        is the generated list message (`core_v1_pb2.PodList`), `convert` receives its items. A
+        server that answers JSON instead (it may, for any page) gets its items converted by
+        `convert_json`, as `list_objects` does; any other answer is a PermanentError."""
+
+        def decode(response: requests.Response) -> _Page:
+            body = response.content
+            content_type = _content_type(response)
+            if content_type == PROTOBUF:
+                page = _unwrap(body, list_type, f"GET {path}")
+                token = getattr(page.metadata, "continue")
+                return _Page(page.items, convert, token or None)
+            if content_type == JSON:
+                return self._json_page(path, body, convert_json)
+            raise PermanentError(
+                f"GET {path}: expected protobuf or JSON, got {content_type or 'no Content-Type'}:"
+                f" {body[:20]!r}"
+            )
+
+        return self._list(path, f"{PROTOBUF}, {JSON}", decode, limit=limit, params=params)
+
+    def _list(
+        self,
+        path: str,
+        accept: str,
+        decode: Callable[[requests.Response], _Page],
+        *,
+        limit: int,
+        params: dict[str, Any] | None,
+    ) -> builtins.list[Any]:
+        """The paging of `list_objects` and `list_protobuf`: `decode` turns an answer into a
+        page (in the prefetch thread); its items are converted in this one."""
         query = {"limit": limit, **(params or {})}
+
+        def fetch(query: dict[str, Any]) -> _Page:
+            return decode(self._send("GET", path, params=query, accept=accept))
+
         for attempt in (1, 2):
-            kept: builtins.list[T] = []
+            kept: builtins.list[Any] = []
             try:
                 with ThreadPoolExecutor(max_workers=1) as prefetch:
-                    pending = prefetch.submit(self._parsed_page, path, query)
+                    pending = prefetch.submit(fetch, query)
                     while True:
-                        document, token = pending.result()
+                        page = pending.result()
+                        token = page.token
                         if token:
-                            pending = prefetch.submit(
-                                self._parsed_page, path, {**query, "continue": token}
-                            )
-                        items = document.get("items")
-                        if items is not None and not hasattr(items, "as_list"):
-                            raise PermanentError(f"GET {path}: items is not an array")
-                        for raw in items or ():
+                            pending = prefetch.submit(fetch, {**query, "continue": token})
+                        convert = page.convert
+                        for raw in page.items:
                             converted = convert(raw)
                             if converted is not None:
                                 kept.append(converted)
-                        del items, document
+                        del page
                         if not token:
                             return kept
             except PermanentError as error:
@@ -328,19 +436,22 @@ class KubeClient:
                 raise
         raise AssertionError("unreachable")
 
-    def _parsed_page(self, path: str, query: dict[str, Any]) -> tuple[Any, str | None]:
-        """One page of a list, parsed (simdjson, one parser per page so pages outlive each
-        other), and its continue token."""
-        body = self.request("GET", path, params=query, raw=True)
+    @staticmethod
+    def _json_page(path: str, body: bytes, convert: Callable[[Any], Any]) -> _Page:
+        """One page of a JSON list, parsed (simdjson, one parser per page so pages outlive
+        each other)."""
         try:
             document: Any = simdjson.Parser().parse(body)
         except ValueError as error:
             raise PermanentError(f"GET {path}: not JSON: {error}") from error
         if not hasattr(document, "as_dict"):
             raise PermanentError(f"GET {path}: expected a list object")
+        items = document.get("items")
+        if items is not None and not hasattr(items, "as_list"):
+            raise PermanentError(f"GET {path}: items is not an array")
         metadata = document.get("metadata") or {}
         token = metadata.get("continue") if hasattr(metadata, "get") else None
-        return document, token if isinstance(token, str) and token else None
+        return _Page(items or (), convert, token if isinstance(token, str) and token else None)
 
     # typed helpers -------------------------------------------------------------------------
 

@@ -1,0 +1,283 @@
+"""The `observe.model` views of pods and nodes, built from Kubernetes protobuf messages.
+
+`KubeClient.list_protobuf` lists pods and nodes as protobuf (`k8s_pb`, generated from
+k8s.io/api's .proto files): the API server encodes it about three times cheaper than JSON and the
+messages parse in C (upb), so only the fields the views read become Python objects. The views
+are the same, field for field (dataclass `==`), as `model.pod_from_api` / `node_from_api` build
+from the same object's JSON; tests/controller/test_observe_proto.py checks both against the real
+kube-apiserver.
+
+What differs between the encodings, and how it is bridged:
+- Times (`metav1.Time`) are seconds, not RFC 3339; the API server writes a zero time as an
+  empty message (JSON: null), so 0 seconds reads as no time. Where a view keeps a time inside a
+  dict (a taint's `timeAdded`) it is formatted as the JSON has it.
+- Quantities are messages; `Quantity.string` is the canonical string the JSON has.
+- The API server writes every non-pointer field of a Go struct into the protobuf, set or empty,
+  while its JSON leaves out empty `omitempty` fields. Dicts copied out of messages (tolerations,
+  taints, node-affinity terms, container resources) therefore leave out empty fields, except
+  those the JSON always writes (`_JSON_ALWAYS`, from the Go struct tags).
+- Nothing can have the wrong type; what can still be malformed (a quantity that is not a whole
+  number counts 0 devices, as in the JSON path; a time out of range) raises `DecodeError` naming
+  the object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from components import labels as keys
+from controller.observe.k8s_pb import core_v1_pb2
+from controller.observe.model import (
+    ACCELERATOR_RESOURCES,
+    DecodeError,
+    Node,
+    OwnerRef,
+    Pod,
+    format_time,
+    is_accelerator,
+)
+
+T = TypeVar("T")
+PodList: Any = core_v1_pb2.PodList
+NodeList: Any = core_v1_pb2.NodeList
+
+_MIG = keys.MIG_RESOURCE_PREFIX
+_CORE = "k8s.io.api.core.v1."
+_TIME = "k8s.io.apimachinery.pkg.apis.meta.v1.Time"
+_QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
+_INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
+
+# Fields the JSON writes even when empty or zero: non-`omitempty` strings, and pointers (set
+# means present, 0 included). Only for the messages copied out as dicts.
+_JSON_ALWAYS: dict[str, frozenset[str]] = {
+    f"{_CORE}NodeSelectorRequirement": frozenset({"key", "operator"}),
+    f"{_CORE}Taint": frozenset({"key", "effect"}),
+    f"{_CORE}Toleration": frozenset({"tolerationSeconds"}),
+    f"{_CORE}ResourceClaim": frozenset({"name"}),
+}
+
+
+def _seconds(time: Any) -> float | None:
+    """A metav1.Time as epoch seconds (what `parse_time` gives for its JSON); None when unset or
+    zero."""
+    seconds = time.seconds
+    return float(seconds) if seconds else None
+
+
+def _count(quantity: Any) -> int:
+    """As `model._count`: whole devices, anything else 0."""
+    try:
+        return int(quantity.string)
+    except ValueError:
+        return 0
+
+
+_SCALAR, _REPEATED, _MESSAGE, _MESSAGES, _MAP, _MESSAGE_MAP = range(6)
+_FIELD_KINDS: dict[Any, int] = {}
+
+
+def _kind_of(field: Any) -> int:
+    kind = _FIELD_KINDS.get(field)
+    if kind is None:
+        message = field.message_type
+        repeated = field.is_repeated
+        if message is not None and message.GetOptions().map_entry:
+            value = message.fields_by_name["value"]
+            kind = _MESSAGE_MAP if value.message_type is not None else _MAP
+        elif message is not None:
+            kind = _MESSAGES if repeated else _MESSAGE
+        else:
+            kind = _REPEATED if repeated else _SCALAR
+        _FIELD_KINDS[field] = kind
+    return kind
+
+
+def _value(message: Any) -> Any:
+    name = message.DESCRIPTOR.full_name
+    if name == _QUANTITY:
+        return message.string
+    if name == _TIME:
+        seconds = message.seconds
+        return format_time(seconds) if seconds else None
+    if name == _INT_OR_STRING:
+        return message.intVal if message.type == 0 else message.strVal
+    return as_json(message)
+
+
+def as_json(message: Any) -> dict[str, Any]:
+    """A message as the dict its JSON decodes to (field names are the JSON names in k8s.io's
+    .proto files); see the module doc for what is left out."""
+    found: dict[str, Any] = {}
+    always = _JSON_ALWAYS.get(message.DESCRIPTOR.full_name, ())
+    for field, value in message.ListFields():
+        name = field.name
+        kind = _kind_of(field)
+        if kind == _SCALAR:
+            if value or name in always:
+                found[name] = value
+        elif kind == _REPEATED:
+            found[name] = list(value)
+        elif kind == _MESSAGE:
+            found[name] = _value(value)
+        elif kind == _MESSAGES:
+            found[name] = [_value(v) for v in value]
+        elif kind == _MAP:
+            found[name] = dict(value)
+        else:
+            found[name] = {k: _value(v) for k, v in value.items()}
+    return found
+
+
+def _decoding(kind: str, message: Any, convert: Callable[[], T]) -> T:
+    try:
+        return convert()
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as error:
+        metadata = message.metadata
+        name = f"{metadata.namespace}/{metadata.name}" if metadata.namespace else metadata.name
+        raise DecodeError(f"{kind} {name}: malformed: {error}") from None
+
+
+def pod_demand(spec: Any) -> dict[str, int]:
+    """`model.pod_demand` on a PodSpec message: the same Kubernetes semantics (app containers
+    plus sidecar init containers, or the peak of one regular init container), counted by limit,
+    then by request."""
+
+    def of(container: Any) -> dict[str, int]:
+        resources = container.resources
+        found: dict[str, int] = {}
+        for source in (resources.limits, resources.requests):
+            for resource in source:
+                if resource not in found and (
+                    resource in ACCELERATOR_RESOURCES or resource.startswith(_MIG)
+                ):
+                    found[resource] = _count(source[resource])
+        return found
+
+    steady: dict[str, int] = {}
+    for container in spec.containers:
+        for resource, n in of(container).items():
+            steady[resource] = steady.get(resource, 0) + n
+    init_containers = spec.initContainers
+    if init_containers:
+        sidecars: dict[str, int] = {}
+        peaks: dict[str, int] = {}
+        for container in init_containers:
+            counts = of(container)
+            if container.restartPolicy == "Always":
+                for resource, n in counts.items():
+                    sidecars[resource] = sidecars.get(resource, 0) + n
+                    steady[resource] = steady.get(resource, 0) + n
+            else:
+                for resource, n in counts.items():
+                    peaks[resource] = max(peaks.get(resource, 0), n + sidecars.get(resource, 0))
+        steady = {r: max(steady.get(r, 0), peaks.get(r, 0)) for r in set(steady) | set(peaks)}
+    return {r: n for r, n in steady.items() if n > 0}
+
+
+def accelerator_pod_from_proto(pod: Any) -> Pod | None:
+    """`model.accelerator_pod_from_api` for a Pod message: the view of a pod that holds or
+    requests accelerators; None (cheaply) for others."""
+
+    def convert() -> Pod | None:
+        demand = pod_demand(pod.spec)
+        return _pod(pod, demand) if demand else None
+
+    return _decoding("pod", pod, convert)
+
+
+def pod_from_proto(pod: Any, demand: dict[str, int] | None = None) -> Pod:
+    """`model.pod_from_api` for a Pod message."""
+    return _decoding("pod", pod, lambda: _pod(pod, demand))
+
+
+def _slim_container(container: Any) -> dict[str, Any]:
+    slim: dict[str, Any] = {"name": container.name}
+    image = container.image
+    if image:
+        slim["image"] = image
+    resources = as_json(container.resources)
+    if resources:
+        slim["resources"] = resources
+    return slim
+
+
+def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
+    # The hot loop of a pass, as model._pod: each field read once.
+    metadata, spec, status = pod.metadata, pod.spec, pod.status
+    created = _seconds(metadata.creationTimestamp)
+    unschedulable_since = None
+    scheduled_at = None
+    for condition in status.conditions:
+        if condition.type == "PodScheduled":
+            state = condition.status
+            if state == "False" and condition.reason == "Unschedulable":
+                unschedulable_since = _seconds(condition.lastTransitionTime) or created
+            elif state == "True":
+                scheduled_at = _seconds(condition.lastTransitionTime)
+    phase = status.phase or "Pending"
+    finished = None
+    if phase in ("Succeeded", "Failed"):
+        known = [
+            end
+            for container in status.containerStatuses
+            if container.state.HasField("terminated")
+            and (end := _seconds(container.state.terminated.finishedAt)) is not None
+        ]
+        finished = max(known) if known else None
+    terms: Any = ()
+    if spec.HasField("affinity"):
+        node_affinity = spec.affinity.nodeAffinity
+        if node_affinity.HasField("requiredDuringSchedulingIgnoredDuringExecution"):
+            terms = node_affinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
+    owner = None
+    for ref in metadata.ownerReferences:
+        if ref.controller:
+            owner = OwnerRef(ref.apiVersion, ref.kind, ref.name, ref.uid)
+            break
+    node_name = spec.nodeName or None
+    return Pod(
+        namespace=metadata.namespace,
+        name=metadata.name,
+        uid=metadata.uid,
+        resource_version=metadata.resourceVersion,
+        labels=dict(metadata.labels),
+        annotations=dict(metadata.annotations),
+        owner=owner,
+        node_name=node_name,
+        phase=phase,
+        priority=spec.priority,
+        priority_class=spec.priorityClassName or None,
+        demand=pod_demand(spec) if demand is None else demand,
+        created=created or 0.0,
+        started=_seconds(status.startTime) or scheduled_at,
+        finished=finished,
+        deleting=bool(metadata.deletionTimestamp.seconds),
+        unschedulable_since=unschedulable_since if not node_name else None,
+        node_selector=dict(spec.nodeSelector),
+        tolerations=tuple(as_json(t) for t in spec.tolerations),
+        required_affinity=tuple(as_json(t) for t in terms),
+        grace_seconds=(
+            spec.terminationGracePeriodSeconds
+            if spec.HasField("terminationGracePeriodSeconds")
+            else None
+        ),
+        containers=tuple(_slim_container(c) for c in spec.containers),
+    )
+
+
+def node_from_proto(node: Any) -> Node:
+    """`model.node_from_api` for a Node message."""
+
+    def convert() -> Node:
+        metadata, spec, status = node.metadata, node.spec, node.status
+        return Node(
+            name=metadata.name,
+            labels=dict(metadata.labels),
+            allocatable={r: _count(q) for r, q in status.allocatable.items() if is_accelerator(r)},
+            taints=tuple(as_json(t) for t in spec.taints),
+            ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions),
+            unschedulable=bool(spec.unschedulable),
+        )
+
+    return _decoding("node", node, convert)
