@@ -2,7 +2,8 @@
 
 Decisions are made on the snapshot only (Kueue's decide-then-act); acting re-reads an object
 only when a write conflicts. The lists run in parallel threads; pods are slimmed page by page and
-only pods that hold or request accelerators are kept.
+only pods that hold or request accelerators are kept. Pods and nodes are listed as Kubernetes
+protobuf (`observe.proto`), the rest as JSON.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from controller.observe.model import (
     pdb_from_api,
     plain,
 )
+from controller.observe.proto import NodeList, PodList, accelerator_pod_from_proto, node_from_proto
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,9 +114,20 @@ def take_snapshot(
     started = time.monotonic()
     missing: list[str] = []
 
+    # Pods and nodes as protobuf: about a third of the API server's CPU of JSON, and a third of
+    # this process's (observe/kube.py); the rest has no protobuf (CRDs) or is small.
     def pods_in(namespace: str) -> list[Pod]:
-        return kube.list_objects(
-            f"/api/v1/namespaces/{namespace}/pods", accelerator_pod_from_api, limit=page
+        return kube.list_protobuf(
+            f"/api/v1/namespaces/{namespace}/pods",
+            PodList,
+            accelerator_pod_from_proto,
+            accelerator_pod_from_api,
+            limit=page,
+        )
+
+    def nodes() -> list[Node]:
+        return kube.list_protobuf(
+            "/api/v1/nodes", NodeList, node_from_proto, node_from_api, limit=page
         )
 
     def listed(path: str, convert: Callable[[Any], Any]) -> Callable[[], list[Any]]:
@@ -137,7 +150,7 @@ def take_snapshot(
         )
 
     jobs: dict[str, Callable[[], Any]] = {
-        "nodes": listed("/api/v1/nodes", node_from_api),
+        "nodes": nodes,
         "pdbs": listed("/apis/policy/v1/poddisruptionbudgets", pdb_from_api),
         "priority_classes": priority_classes,
         "volcano": volcano,
