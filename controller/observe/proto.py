@@ -73,24 +73,30 @@ def _count(quantity: Any) -> int:
         return 0
 
 
-_SCALAR, _REPEATED, _MESSAGE, _MESSAGES, _MAP, _MESSAGE_MAP = range(6)
-_FIELD_KINDS: dict[Any, int] = {}
+_SCALAR, _KEPT_SCALAR, _REPEATED, _MESSAGE, _MESSAGES, _MAP, _QUANTITIES, _MESSAGE_MAP = range(8)
+# Per field descriptor: its JSON name and how to copy it (as_json runs for every toleration and
+# container of every pod, so the descriptor is looked at once per field, not per message).
+_PLANS: dict[Any, tuple[str, int]] = {}
 
 
-def _kind_of(field: Any) -> int:
-    kind = _FIELD_KINDS.get(field)
-    if kind is None:
-        message = field.message_type
-        repeated = field.is_repeated
-        if message is not None and message.GetOptions().map_entry:
-            value = message.fields_by_name["value"]
-            kind = _MESSAGE_MAP if value.message_type is not None else _MAP
-        elif message is not None:
-            kind = _MESSAGES if repeated else _MESSAGE
+def _plan(field: Any) -> tuple[str, int]:
+    message = field.message_type
+    repeated = field.is_repeated
+    if message is not None and message.GetOptions().map_entry:
+        value = message.fields_by_name["value"].message_type
+        if value is None:
+            kind = _MAP
         else:
-            kind = _REPEATED if repeated else _SCALAR
-        _FIELD_KINDS[field] = kind
-    return kind
+            kind = _QUANTITIES if value.full_name == _QUANTITY else _MESSAGE_MAP
+    elif message is not None:
+        kind = _MESSAGES if repeated else _MESSAGE
+    elif repeated:
+        kind = _REPEATED
+    else:
+        always = _JSON_ALWAYS.get(field.containing_type.full_name, ())
+        kind = _KEPT_SCALAR if field.name in always else _SCALAR
+    plan = _PLANS[field] = (field.name, kind)
+    return plan
 
 
 def _value(message: Any) -> Any:
@@ -109,13 +115,16 @@ def as_json(message: Any) -> dict[str, Any]:
     """A message as the dict its JSON decodes to (field names are the JSON names in k8s.io's
     .proto files); see the module doc for what is left out."""
     found: dict[str, Any] = {}
-    always = _JSON_ALWAYS.get(message.DESCRIPTOR.full_name, ())
+    plans = _PLANS
     for field, value in message.ListFields():
-        name = field.name
-        kind = _kind_of(field)
+        name, kind = plans.get(field) or _plan(field)
         if kind == _SCALAR:
-            if value or name in always:
+            if value:
                 found[name] = value
+        elif kind == _KEPT_SCALAR:
+            found[name] = value
+        elif kind == _QUANTITIES:
+            found[name] = {k: value[k].string for k in value}
         elif kind == _REPEATED:
             found[name] = list(value)
         elif kind == _MESSAGE:
@@ -125,7 +134,7 @@ def as_json(message: Any) -> dict[str, Any]:
         elif kind == _MAP:
             found[name] = dict(value)
         else:
-            found[name] = {k: _value(v) for k, v in value.items()}
+            found[name] = {k: _value(value[k]) for k in value}
     return found
 
 
