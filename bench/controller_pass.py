@@ -1,7 +1,7 @@
 """One full controller pass at fleet scale: wall time, peak memory, API requests.
 
     python bench/controller_pass.py [--nodes 2000,5000] [--pods-per-node 10] [--decode-only]
-        [--cluster-dir DIR] [--passes N] [--threads N] [--dry-run]
+        [--cluster-dir DIR] [--passes N] [--threads N] [--dry-run] [--profile DIR]
 
 Starts a local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok;
 `tools.localcluster`), a real OPA with the project's policies and a real Prometheus, then for
@@ -68,6 +68,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -346,13 +347,53 @@ def measure_decoding(client: KubeClient, kubeconfig: Path, count: int = 5000) ->
         log(f"decode: {name:55s} {n} pods in {seconds:6.2f} s ({n / seconds:7.0f} pods/s)")
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a running process (Linux /proc); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(
+    cluster: LocalCluster, opa: OpaServer, prometheus: PrometheusServer
+) -> dict[str, int]:
+    """The processes that serve a pass, by the name the figures use."""
+    pids = {name: pid for name, pid in cluster.running_pids().items()}
+    for name, server in (("opa", opa), ("prometheus", prometheus)):
+        process = server._process  # the bench reads its own servers' pids
+        if process is not None and process.proc is not None:
+            pids[name] = process.proc.pid
+    return {
+        name: pids[name] for name in ("kube-apiserver", "etcd", "prometheus", "opa") if name in pids
+    }
+
+
 def timed_pass(
-    config: Path, kubeconfig: Path, opa: str, prometheus: str, pass_at: float, *, dry_run: bool
+    config: Path,
+    kubeconfig: Path,
+    opa: str,
+    prometheus: str,
+    pass_at: float,
+    *,
+    dry_run: bool,
+    profile: Path | None = None,
+    servers: dict[str, int] | None = None,
 ) -> dict[str, Any]:
+    """Run one pass in a child process; its figures, with the CPU seconds the controller and
+    each of `servers` (name: pid) used meanwhile (less sensitive to a busy machine than wall
+    time)."""
     started = time.perf_counter()
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    servers_before = {name: cpu_seconds(pid) for name, pid in (servers or {}).items()}
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
     result = subprocess.run(
         [
             sys.executable,
+            *profiler,
             "-m",
             "controller",
             "reconcile",
@@ -379,6 +420,18 @@ def timed_pass(
         text=True,
     )
     wall = time.perf_counter() - started
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = {
+        "controller": round(
+            children_after.ru_utime
+            + children_after.ru_stime
+            - children_before.ru_utime
+            - children_before.ru_stime,
+            2,
+        )
+    }
+    for name, pid in (servers or {}).items():
+        cpu[name] = round(cpu_seconds(pid) - servers_before[name], 2)
     summary_line = next(
         (line for line in result.stdout.splitlines() if line.startswith("SUMMARY ")), None
     )
@@ -394,6 +447,7 @@ def timed_pass(
         "peak_bytes": summary.get("peak_memory_bytes"),
         "api_requests": summary.get("api_requests"),
         "summary": summary,
+        "cpu": cpu,
         "stderr": result.stderr[-2000:],
     }
 
@@ -487,7 +541,15 @@ def main() -> int:
     parser.add_argument(
         "--dry-run", action="store_true", help="pass with --dry-run (no warnings or reclaims)"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run each pass under cProfile and write DIR/pass-<nodes>-<n>.prof (the profiler "
+        "slows the pass: its times are not the figures to quote)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     sizes = [int(n) for n in args.nodes.split(",")]
     work = args.cluster_dir or Path(tempfile.mkdtemp(prefix="fleetplane-bench-"))
     cluster, attached = cluster_for(args, work)
@@ -533,6 +595,12 @@ def main() -> int:
                         prometheus.url,
                         pass_at,
                         dry_run=args.dry_run,
+                        profile=(
+                            args.profile / f"pass-{size}-{attempt + 1}.prof"
+                            if args.profile
+                            else None
+                        ),
+                        servers=server_pids(cluster, opa, prometheus),
                     )
                     figures["load"] = load[0]
                     figures["size"] = size
@@ -543,7 +611,8 @@ def main() -> int:
                         f"{size} nodes, pass {attempt + 1}: wall {figures['wall']:.2f}s, pass "
                         f"{figures['pass']:.2f}s, phases {phases}, peak "
                         f"{(figures['peak_bytes'] or 0) / 2**20:.0f} MiB, API requests "
-                        f"{figures['api_requests']}, load before {load[0]:.1f}"
+                        f"{figures['api_requests']}, load before {load[0]:.1f}; CPU s "
+                        f"{figures['cpu']} (of which controller GC {summary.get('gc_seconds')})"
                     )
                     if attempt == 0:
                         results.append(figures)

@@ -9,9 +9,11 @@ already freed.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TextIO
@@ -83,8 +85,9 @@ def run_pass(
         )
     )
     log.info("pass.start", concerns=list(concerns), dry_run=settings.dry_run)
+    collector = _GcClock()
     try:
-        with held(lease):
+        with held(lease), collector:
             _run(
                 kube,
                 fleet,
@@ -111,6 +114,7 @@ def run_pass(
     finally:
         opa.close()
         prometheus.close()
+    summary.set("gc_seconds", round(collector.seconds, 3))
     summary.finish(kube.requests_made - requests_before)
     summary.set("service_requests", prometheus.requests_made, service="prometheus")
     summary.set("service_requests", opa.requests_made, service="opa")
@@ -141,7 +145,7 @@ def _run(
 
     clock = time.time() if now is None else now
     # DCGM evidence does not depend on the snapshot: fetch it while the snapshot is taken.
-    with ThreadPoolExecutor(max_workers=1) as background:
+    with _collector_paused(), ThreadPoolExecutor(max_workers=1) as background:
         evidence = (
             background.submit(_evidence, fleet, prometheus, clock) if "idle" in concerns else None
         )
@@ -184,6 +188,49 @@ def _run(
 
 
 Evidence = dict[int, dict[tuple[str, str], PodEvidence]]
+
+
+class _GcClock:
+    """Time spent in Python's cyclic garbage collector while active (`gc.callbacks`); on exit,
+    objects frozen by `_collector_paused` are handed back to the collector."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def _callback(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+    def __enter__(self) -> _GcClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic GC while observing, and what observing built is frozen afterwards.
+
+    A snapshot of 50,000 pods is millions of long-lived objects allocated in a burst: each full
+    collection the burst triggers scans all of them again, and deciding (which allocates again)
+    would keep scanning them, though none is garbage: 1.3-1.6 s of a 5,000-node pass (measured
+    with `gc_seconds`). The views hold no reference cycles, so nothing is lost by not collecting
+    while they are built; `gc.freeze` moves them out of the collector's way until the pass ends
+    (`_GcClock` unfreezes them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _evidence(fleet: FleetView, prometheus: Prometheus, now: float) -> Evidence | ControllerError:

@@ -20,6 +20,7 @@ Metrics (all gauges describing the last pass):
     fleetplane_controller_service_requests{service}       prometheus, opa
     fleetplane_controller_peak_memory_bytes               peak resident memory of the process
     fleetplane_controller_phase_seconds{phase}            observe, idle, spend, preempt
+    fleetplane_controller_gc_seconds                      Python's cyclic GC during the pass
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ HELP = {
     "service_requests": "Requests the last pass made to Prometheus and OPA.",
     "peak_memory_bytes": "Peak resident memory of the controller process.",
     "phase_seconds": "Wall time of each phase of the last pass (observe, idle, spend, preempt).",
+    "gc_seconds": "Time the last pass spent in Python's cyclic garbage collector.",
 }
 
 Labels = tuple[tuple[str, str], ...]
