@@ -46,7 +46,7 @@ deny contains sprintf("malformed-request: %s", [msg]) if some msg in envelope_pr
 deny contains sprintf("malformed-request: %s", [msg]) if {
 	mode != "none"
 	not shapes_ok
-	some msg in workloads.shape_problems(request.object, kind_class)
+	some msg in workloads.shape_problems(input.request.object, kind_class)
 }
 
 # METADATA
@@ -63,8 +63,6 @@ messages := deny_list if {
 unevaluated_message := "unevaluated: the gate could not derive every fact it needs from this object and the policy data, so it refuses it; check the object and data.fleetplane.config"
 
 # ---------------------------------------------------------------- envelope
-
-request := input.request
 
 operations := {"CREATE", "UPDATE", "DELETE", "CONNECT"}
 
@@ -188,42 +186,37 @@ has_object if is_object(input.request.object)
 
 # ------------------------------------------------------------------ scope
 
-kind_class := workloads.kind_class(request.kind)
+# The rules read input.request directly: a rule naming it would cost OPA a
+# rule evaluation on every review, fast path included.
+kind_class := workloads.kind_class(input.request.kind)
 
 # METADATA
 # description: >-
 #   What the gate checks: "full" on CREATE of every gated kind and UPDATE of
 #   workload controllers; "images" on UPDATE of a Pod (only new images can
 #   appear there); "none" otherwise (DELETE, CONNECT, status and other
-#   subresources, kinds that are not gated).
-default mode := "none"
-
+#   subresources, kinds that are not gated). One else chain: the cases
+#   exclude each other, and OPA stops at the first that holds.
 mode := "full" if {
 	kind_class
-	request.operation == "CREATE"
-	subresource == ""
-}
-
-mode := "full" if {
+	input.request.operation == "CREATE"
+	object.get(input.request, "subResource", "") == ""
+} else := "full" if {
 	kind_class != "pod"
-	request.operation == "UPDATE"
-	subresource == ""
-}
-
-mode := "images" if {
+	input.request.operation == "UPDATE"
+	object.get(input.request, "subResource", "") == ""
+} else := "images" if {
 	kind_class == "pod"
-	request.operation == "UPDATE"
-	subresource in {"", "ephemeralcontainers"}
-}
-
-subresource := object.get(request, "subResource", "")
+	input.request.operation == "UPDATE"
+	object.get(input.request, "subResource", "") in {"", "ephemeralcontainers"}
+} else := "none"
 
 namespace := ns if {
-	ns := request.namespace
+	ns := input.request.namespace
 	is_string(ns)
 	ns != ""
 } else := ns if {
-	ns := request.object.metadata.namespace
+	ns := input.request.object.metadata.namespace
 	is_string(ns)
 	ns != ""
 }
@@ -238,7 +231,7 @@ in_team_namespace if team
 
 # ------------------------------------------------------------------ facts
 
-templates := workloads.templates(request.object, kind_class)
+templates := workloads.templates(input.request.object, kind_class)
 
 # METADATA
 # description: >-

@@ -10,7 +10,7 @@ import data.fleetplane.lib
 
 budget_checked if {
 	judged
-	request.operation == "CREATE"
+	input.request.operation == "CREATE"
 }
 
 # METADATA

@@ -30,7 +30,7 @@ checked_containers contains [f.where, entry] if {
 previous_image(entry) if entry.container.image in previous_images
 
 previous_images := {c.image |
-	spec := workloads.as_object(object.get(workloads.as_object(request.oldObject), "spec", {}))
+	spec := workloads.as_object(object.get(workloads.as_object(input.request.oldObject), "spec", {}))
 	some list in ["containers", "initContainers", "ephemeralContainers"]
 	some c in workloads.as_array(object.get(spec, list, []))
 }

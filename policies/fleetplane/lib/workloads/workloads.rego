@@ -10,10 +10,12 @@ import data.fleetplane.lib
 
 # METADATA
 # description: >-
-#   Gated kinds by "group/kind", mapped to how their pod templates are found.
-#   Other pod-creating kinds (DaemonSet, ReplicationController) are caught at
-#   Pod level.
-kind_classes := {
+#   The class of an AdmissionReview request.kind, by "group/kind": how the pod
+#   templates of the gated kinds are found. Undefined for kinds that are not
+#   gated; other pod-creating kinds (DaemonSet, ReplicationController) are
+#   caught at Pod level. The table lives inside the function: as a rule of
+#   its own it would cost OPA a rule evaluation on every review.
+kind_class(gvk) := {
 	"/Pod": "pod",
 	"apps/Deployment": "replicated",
 	"apps/StatefulSet": "replicated",
@@ -21,11 +23,7 @@ kind_classes := {
 	"batch/Job": "job",
 	"batch/CronJob": "cronjob",
 	"batch.volcano.sh/Job": "volcano",
-}
-
-# METADATA
-# description: The class of an AdmissionReview request.kind; undefined for kinds that are not gated.
-kind_class(gvk) := kind_classes[concat("/", [object.get(gvk, "group", ""), gvk.kind])]
+}[concat("/", [object.get(gvk, "group", ""), gvk.kind])]
 
 # METADATA
 # description: The value when it is an object, otherwise an empty object.
