@@ -48,6 +48,8 @@ def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
     rt.summary.set("preemptors", len(plan.waiting), state="waiting")
     for pod, reason in plan.waiting:
         rt.log.info("preempt.waiting", pod=pod.key, reason=reason)
+    if not plan.preemptions:
+        return
     usage = team_usage(pods, rt.fleet)
     for preemption in plan.preemptions:
         rt.guarded(

@@ -227,6 +227,13 @@ def plan_preemption(
     """`priority_of(pod)`: the pod's priority (spec.priority, else its PriorityClass value).
     `freeing`: uids of pods this pass already removes (e.g. idle reclaims)."""
     plan = PreemptPlan()
+    waiting = [
+        p
+        for p in pods
+        if not p.node_name and p.phase == "Pending" and not p.deleting and p.unschedulable_since
+    ]
+    if not waiting:
+        return plan  # nothing waits: no need to account for the fleet
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
         if pod.node_name and not pod.terminal:
@@ -241,12 +248,6 @@ def plan_preemption(
                 left[r] = left.get(r, 0) - n
         free[name] = left
     ledger = _Ledger(free=free, usage=team_usage(pods, fleet), freeing=frozenset(freeing))
-
-    waiting = [
-        p
-        for p in pods
-        if not p.node_name and p.phase == "Pending" and not p.deleting and p.unschedulable_since
-    ]
     waiting.sort(key=lambda p: (-priority_of(p), p.unschedulable_since, p.namespace, p.name))
     for pod in waiting:
         assert pod.unschedulable_since is not None
