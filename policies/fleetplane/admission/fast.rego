@@ -232,6 +232,12 @@ fast_warnings := [] if {
 	}
 	count(prices) == count([1 | some _, n in c.demand; n > 0])
 
+	# One accelerator resource (pods holding two families take the full
+	# rules): its cost is the estimate, without sum, which costs OPA as much
+	# as a product of floats.
+	count(prices) == 1
+	some r, price in prices
+
 	# Budget: this month's spend plus the estimate at or under both lines.
 	month := budget.month(time.now_ns())
 	record := object.get(fast_spend, team, {"month": month, "usd": 0})
@@ -240,35 +246,36 @@ fast_warnings := [] if {
 	is_number(spent)
 	spent >= 0
 	seconds := array.concat(sort(c.deadlines), [tc.default_max_runtime_seconds])[0]
-	estimate := sum([cost |
-		some r, price in prices
-		cost := (((c.replicas * c.demand[r]) * price) * seconds) / 3600
-	])
+	estimate := (((c.replicas * c.demand[r]) * price) * seconds) / 3600
 	limit := team_config.monthly_budget_usd
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
 	warnings := fast_budget_warnings(
 		{"total_usd": spent + estimate, "spent_usd": spent, "estimate_usd": estimate, "budget_usd": limit},
-		cfg.budget.warn_ratio * limit,
-		cfg.budget.deny_ratio * limit,
+		cfg.budget,
 		team,
 		wt,
 	)
 }
 
 # The budget warnings of budget.rego (budget_warning), from the comparisons of
-# fleetplane.budget.level: none at or under both lines, the exemption warning
-# over the limit for a budget-exempt type, the warning over the warning line;
-# undefined for a denial.
-fast_budget_warnings(amounts, warn_line, deny_line, team, wt) := [] if {
-	amounts.total_usd <= warn_line
-	amounts.total_usd <= deny_line
+# fleetplane.budget.level with the lines ratio x budget: none at or under the
+# warning line when it is at or under the limit (warn_ratio <= deny_ratio, a
+# budget of at least 0: then the total is under both, and the limit, a product
+# of floats that costs OPA ~40 allocations, is not computed); the exemption
+# warning over the limit for a budget-exempt type; the warning between the
+# lines; undefined otherwise (a denial, or lines the full rules should judge).
+fast_budget_warnings(amounts, ratios, team, wt) := [] if {
+	ratios.warn_ratio <= ratios.deny_ratio
+	amounts.budget_usd >= 0
+	amounts.total_usd <= ratios.warn_ratio * amounts.budget_usd
 } else := [budget_warning(object.union(amounts, {"level": "exempt"}), team, wt)] if {
-	amounts.total_usd > deny_line
+	amounts.total_usd > ratios.deny_ratio * amounts.budget_usd
 	budget.exempt(team, wt)
 } else := [budget_warning(object.union(amounts, {"level": "warn"}), team, wt)] if {
-	amounts.total_usd <= deny_line
+	amounts.total_usd > ratios.warn_ratio * amounts.budget_usd
+	amounts.total_usd <= ratios.deny_ratio * amounts.budget_usd
 }
 
 fast_idle_timeout(value, maximum) if {

@@ -97,6 +97,25 @@ refused_cases := {
 	"privileged": testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "nvcr.io/x:1", "securityContext": {"privileged": true}}]})),
 	"host network": testing.pod(testing.with_spec(testing.cpu, {"hostNetwork": true})),
 	"host path": testing.pod(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]})),
+	"gpus and tpus": testing.pod(testing.with_spec(
+		testing.with_limits(training, {"nvidia.com/gpu": "1", "google.com/tpu": "4"}),
+		{"nodeSelector": object.union(testing.h100, testing.tpu)},
+	)),
+}
+
+# Under both lines the fast path only answers when the warning line is at or
+# under the limit; otherwise the full rules judge (and allow).
+test_fast_path_leaves_inverted_budget_lines_to_the_full_rules if {
+	rev := testing.pod(training)
+	inverted := object.union(testing.config, {"budget": {"warn_ratio": 1.0, "deny_ratio": 0.8}})
+	not admission.fast_allowed with input as rev
+		with data.fleetplane.config as inverted
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	admission.allowed with input as rev
+		with data.fleetplane.config as inverted
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
 }
 
 test_fast_path_leaves_the_rest_to_the_full_rules[name] if {
