@@ -55,7 +55,12 @@ spend_problems(team, now_ns) := {msg |
 # description: >-
 #   Estimated USD of a workload: the sum over items {devices,
 #   price_per_hour_usd, seconds} of devices x hourly price x hours.
-estimate_usd(items) := sum([cost |
+#   One item (the common case) is its own sum: sum costs OPA as much as a
+#   product of floats.
+estimate_usd(items) := ((item.devices * item.price_per_hour_usd) * item.seconds) / 3600 if {
+	count(items) == 1
+	item := items[0]
+} else := sum([cost |
 	some item in items
 	cost := ((item.devices * item.price_per_hour_usd) * item.seconds) / 3600
 ])
@@ -87,17 +92,22 @@ verdict(team, workload_type, estimate, now_ns) := {
 }
 
 level(team, workload_type, total) := "exempt" if {
-	total > config.budget.deny_ratio * config.teams[team].monthly_budget_usd
+	total > line(team, "deny_ratio")
 	exempt(team, workload_type)
 } else := "deny" if {
-	total > config.budget.deny_ratio * config.teams[team].monthly_budget_usd
+	total > line(team, "deny_ratio")
 } else := "warn" if {
-	total > config.budget.warn_ratio * config.teams[team].monthly_budget_usd
+	total > line(team, "warn_ratio")
 } else := "ok" if {
 	is_number(config.budget.warn_ratio)
 	is_number(config.budget.deny_ratio)
 	is_number(config.teams[team].monthly_budget_usd)
 }
+
+# A line of a team's budget: ratio ("warn_ratio" or "deny_ratio") x monthly
+# budget. A function so that OPA computes the product once per decision (it
+# remembers calls with the same arguments) though level may compare twice.
+line(team, ratio) := config.budget[ratio] * config.teams[team].monthly_budget_usd
 
 # METADATA
 # description: A verdict as one sentence for users; percent is of the monthly budget.
