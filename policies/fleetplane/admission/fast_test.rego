@@ -176,3 +176,18 @@ test_fast_path_gives_the_exemption_warning if {
 	warnings == with_spend(rev, spend, "warning_list")
 	contains(warnings[0], "admitted because inference workloads are exempt")
 }
+
+# A registry entry without the trailing "/" is left to the full rules (which
+# read it as a whole host and allow the training image).
+test_fast_path_leaves_registries_without_a_slash_to_the_full_rules if {
+	rev := testing.pod(training)
+	hosts := object.union(testing.config, {"registries": ["nvcr.io", "registry.fleetplane.internal/"]})
+	not admission.fast_allowed with input as rev
+		with data.fleetplane.config as hosts
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	admission.allowed with input as rev
+		with data.fleetplane.config as hosts
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
