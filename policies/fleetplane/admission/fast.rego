@@ -210,31 +210,25 @@ fast_warnings := [] if {
 		not fast_idle_timeout(object.get(c.annotations, lib.keys.idle_timeout_seconds, null), max_idle)
 	}) == 0
 
-	# Models: per resource the pod holds, the nodeSelector picks models of
-	# its family, each one known, allowed for the team and priced.
-	prices := {r: max(family_prices) |
-		some r, n in c.demand
-		n > 0
-		keys := {m.node_label | some m in cfg.models; m.resource == r}
-		selected := {[k, v] | some k in keys; v := c.selector[k]}
-		count(selected) > 0
-		family_prices := [price |
-			some [k, v] in selected
-			names := [name | some name, m in cfg.models; m.node_label == k; m.label_value == v]
-			count(names) == 1
-			names[0] in team_config.allowed_models
-			price := cfg.models[names[0]].price_per_hour_usd[capacity]
-			is_number(price)
-		]
-		count(family_prices) == count(selected)
-	}
-	count(prices) == count([1 | some _, n in c.demand; n > 0])
-
-	# One accelerator resource (pods holding two families take the full
-	# rules): its cost is the estimate, without sum, which costs OPA as much
-	# as a product of floats.
-	count(prices) == 1
-	some r, price in prices
+	# Models: the pod holds one accelerator resource (pods holding two
+	# families take the full rules); the nodeSelector picks models of its
+	# family, each one known, allowed for the team and priced. The price is
+	# that of the dearest, and the cost of this one resource is the estimate
+	# (no sum, which costs OPA as much as a product of floats).
+	[r] := [r | some r, n in c.demand; n > 0]
+	keys := {m.node_label | some m in cfg.models; m.resource == r}
+	selected := {[k, v] | some k in keys; v := c.selector[k]}
+	count(selected) > 0
+	family_prices := [price |
+		some [k, v] in selected
+		names := [name | some name, m in cfg.models; m.node_label == k; m.label_value == v]
+		count(names) == 1
+		names[0] in team_config.allowed_models
+		price := cfg.models[names[0]].price_per_hour_usd[capacity]
+		is_number(price)
+	]
+	count(family_prices) == count(selected)
+	price := max(family_prices)
 
 	# Budget: this month's spend plus the estimate at or under both lines.
 	month := budget.month(time.now_ns())
