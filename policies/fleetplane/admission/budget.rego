@@ -69,6 +69,10 @@ verdict := budget.verdict(team, workload_type, estimate_usd, now_ns)
 
 deny contains sprintf("budget: %s", [msg]) if {
 	budget_checked
+
+	# A spend problem leaves no verdict (the spend is undefined); the verdict
+	# is derived anyway, so this spares OPA the call on the common path.
+	not verdict
 	some msg in budget.spend_problems(team, now_ns)
 }
 
