@@ -13,7 +13,7 @@ messages before and after.
 The corpus is every AdmissionReview under each --corpus directory (default: the test
 fixtures in tests/policies/fixtures/reviews) plus requests generated from the Alibaba GPU
 trace (default: shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv beside the
-repository; `--trace none` to skip). The trace has no teams, types or images: the generator
+repository, or $FLEETPLANE_TRACE_DIR; `--trace none` to skip). The trace has no teams, types or images: the generator
 assigns them from a seeded random stream (`--seed`, default 2023), so the same trace, seed and
 configuration always give the same requests; see generate_from_trace for the mapping.
 
@@ -44,13 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.replay.trace import DEFAULT_POD_FILE, DEFAULT_TRACE_DIR
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OPA = ROOT / "tools" / "bin" / "opa"
 DEFAULT_DATA = ROOT / "tests" / "policies" / "fixtures" / "config.json"
 DEFAULT_CORPUS = ROOT / "tests" / "policies" / "fixtures" / "reviews"
-DEFAULT_TRACE = (
-    ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
-)
+DEFAULT_TRACE = DEFAULT_TRACE_DIR / DEFAULT_POD_FILE
 POLICY_DIR = "policies"
 EXAMPLES_PER_KIND = 3
 WORKLOAD_TYPE = "fleetplane.dev/workload-type"

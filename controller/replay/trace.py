@@ -12,12 +12,30 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_TRACE_DIR = Path("/work/shared/traces/alibaba-gpu-v2023")
+TRACE_DIR_ENV = "FLEETPLANE_TRACE_DIR"
+_TRACE_SUBDIR = Path("traces") / "alibaba-gpu-v2023"
+# The project's checkout sits beside the shared directory holding the trace; a clone elsewhere on
+# the development machine finds it at its fixed place; $FLEETPLANE_TRACE_DIR overrides both.
+_TRACE_CANDIDATES = (
+    Path(__file__).resolve().parents[3] / "shared" / _TRACE_SUBDIR,
+    Path("/work/shared") / _TRACE_SUBDIR,
+)
+
+
+def default_trace_dir() -> Path:
+    """$FLEETPLANE_TRACE_DIR, else the first candidate that exists (else the first)."""
+    if os.environ.get(TRACE_DIR_ENV):
+        return Path(os.environ[TRACE_DIR_ENV])
+    return next((c for c in _TRACE_CANDIDATES if c.is_dir()), _TRACE_CANDIDATES[0])
+
+
+DEFAULT_TRACE_DIR = default_trace_dir()
 DEFAULT_POD_FILE = "openb_pod_list_default.csv"
 DEFAULT_NODE_FILE = "openb_node_list_gpu_node.csv"
 
