@@ -56,8 +56,14 @@ term_constrains(term, key) if {
 #   pod asks for spot in any way: it pins spot, an affinity term admits a spot
 #   value, or it tolerates the spot taint). One function with the checks
 #   inline: the gate calls it for every template, and each call costs OPA far
-#   more than an inline expression.
-spot_placement(spec) := {"pins_spot": pins, "opens_spot": opens} if {
+#   more than an inline expression. The first branch is the common case
+#   (no required affinity, no tolerations): only a spot node selector can
+#   pin or open spot then, so the general branch's empty loops are skipped.
+spot_placement(spec) := {"pins_spot": pins, "opens_spot": pins} if {
+	required_terms(spec) == []
+	count(object.get(spec, "tolerations", [])) == 0
+	pins := count([k | some k, v in lib.spot_node_labels; spec.nodeSelector[k] == v]) > 0
+} else := {"pins_spot": pins, "opens_spot": opens} if {
 	terms := required_terms(spec)
 	selector_pins := count([k | some k, v in lib.spot_node_labels; spec.nodeSelector[k] == v]) > 0
 	pinning_terms := count([i |
