@@ -28,38 +28,41 @@ deletes the pods it reclaims), so iterating on the pass takes a minute instead o
 models against raw JSON (the first table in controller/observe/kube.py). Figures only: nothing
 here asserts timing.
 
-Measured on the 2-core development machine while other work shared it, loads as shown (one
-run growing a kept cluster from 2,000 to 5,000 nodes, all of this version's changes). Pass 1
-acts (2,000 nodes: the warnings and reclaims due on that cluster; 5,000: 62 warnings and 63
-reclaims, through OPA); pass 2 finds the same fleet with less to do:
+Each pass's log line also gives the CPU seconds the controller and each server (kube-apiserver,
+etcd, Prometheus, OPA) used meanwhile, and the controller's time in Python's GC: on a 2-core
+machine that also runs the whole control plane, CPU seconds say more than wall time.
 
-    nodes   pods    pass    observe  idle   spend  preempt  peak RSS  API requests  load
-    2,000  20,000   13.2 s   7.7 s   2.1 s  2.8 s  0.4 s    251 MiB   119           11.9
-                    14.1 s   9.7 s   1.8 s  2.0 s  0.2 s    275 MiB    69           12.2
-    5,000  50,000   36.0 s  24.4 s   7.5 s  2.9 s  0.8 s    487 MiB   335            7.7
-                    33.2 s  24.4 s   3.6 s  3.6 s  0.8 s    429 MiB   135           10.1
+Measured on the 2-core development machine, nothing else running (load 2.8-3.7, mostly the
+cluster itself), kept clusters, `--pause-kwok` where marked (kwok stands in for the fleet's
+kubelets and renews 500 Leases a second at 5,000 nodes):
 
-    other runs of this version: 2,000 nodes on a fresh cluster 19.5 s and 13.9 s (load 13-14);
-    5,000 nodes 51.7 s and 33.9 s (load 13), and 18.0 s with --dry-run (load 7.7)
+    nodes   pods   pass    wall    observe  idle   spend  peak RSS  API req  CPU s: controller  apiserver
+    5,000  50,000  4.07 s  4.49 s  3.09 s   0.35   0.54   303 MiB   135      4.01               1.97 (kwok paused)
+                   4.71 s  5.03 s  3.54 s   0.51   0.58   319 MiB   135      4.59               2.03 (kwok paused)
+                   3.76 s  4.05 s  2.87 s   0.33   0.49   297 MiB   135      3.67               1.63
+                   3.67 s  3.96 s  2.82 s   0.33   0.44   294 MiB   135      3.59               1.54
+    2,000  20,000  2.46 s  2.88 s  1.58 s   0.44   0.38   202 MiB   119      2.41               1.03 (25 reclaims)
+                   2.26 s  2.72 s  1.58 s   0.21   0.41   194 MiB    69      2.26               1.76
 
-    before this version (load 11-16; at 5,000 nodes 7,000-13,000 pods were still Pending, with
-    smaller objects; peak RSS as then measured, ru_maxrss, which counted this bench's memory):
-    2,000  20,000   32.7 s  20.1 s   8.6 s  2.8 s  0.4 s    321 MiB   169
-    5,000  50,000   30.6 s  24.0 s   4.2 s  1.4 s  0.6 s    663 MiB   263
+`pass` is the controller's own duration (from its summary), `wall` includes starting Python.
+Earlier in the same session, at load 4.4 with a second cluster stopped: an acting 5,000-node
+pass (62 warnings, 63 reclaims through OPA, 259 requests) took 4.72 s (wall 5.06 s).
 
-Memory is within the 1 GiB target; time is not within 5 s. The same snapshot (2,000 nodes,
-20,000 pods) taken by the previous and by this version of `observe`, alternately, at load
-11-12: 13.2-17.0 s against 5.9-10.2 s wall, 4.3-4.7 against 2.0-2.2 CPU seconds in the
-controller, 4.9-6.2 against 2.3-4.4 in the API server (gzip no longer asked for). At 5,000
-nodes observing is what remains (its parts alone on the cluster of the table: the snapshot 8.9 s
-at load 5.5 and 36 s at load 12.6, the DCGM evidence 11-16 s at load 7-12): the controller's CPU for the 55,000 objects (about 5 s on its
-one GIL-bound core: reading 1.0, parsing 0.2, building the views 2.7, the rest threads), the API
-server's JSON encoding (about 3 CPU seconds), and the DCGM queries running beside them (six
-aggregations over 40,000 GPUs: about 3.6 CPU seconds in Prometheus and 1.8 here; at load 14
-one of them passed the old 10 s request timeout). A 5 s pass needs the machine to itself and
-less CPU in both processes: protobuf lists (about three times cheaper to encode) and views built
-from fewer Python calls are the next steps. Setup now creates pods at 40-90/s (5-13 min per
-size at load 7-13) and every pod is Running when the pass starts.
+What made it fit (each measured on the same 50,000-pod cluster; loads 6-8 unless said):
+- DCGM evidence in two steps (observe/metrics.py): the six fleet-wide aggregations cost 2.6-2.7
+  CPU-s in Prometheus and as much here; the peak-utilisation query plus the detail for the 125
+  pods that might be idle cost 0.3-0.5 and 0.6-0.9, with the same verdicts for every pod.
+- Pods and nodes listed as protobuf (observe/proto.py): the snapshot went from 5.7-12.0 s to
+  2.8-3.9 s wall, the API server from 3.6-5.9 to 1.4 CPU-s (figures in observe/kube.py).
+- No cyclic GC while observing, the snapshot frozen after (reconcile._collector_paused): the
+  collector had taken 1.3-1.6 s of the pass, now 0.03-0.09 s.
+- Before all three: 13.6 s on a quiet machine (observe 9.8 s), 474 MiB.
+
+Setup creates pods at 70-140/s (4-12 min for 50,000 pods) and every pod is Running when the
+pass starts. A kept cluster's pass time is fixed at its creation (pods' idle annotations and the
+Prometheus backfill depend on it), so pods recreated more than an hour later are younger than
+the idle window at that time and the pass no longer acts on them: for acting passes, use a
+cluster less than an hour old.
 """
 
 from __future__ import annotations
@@ -199,13 +202,15 @@ def pods_for(node_index: int, pods_per_node: int, pass_at: float) -> list[dict[s
     return out
 
 
-def running_status(pod: dict[str, Any], node_index: int, serial: int) -> dict[str, Any]:
+def running_status(pod: dict[str, Any]) -> dict[str, Any]:
     """The status kwok's `pod-ready` Stage writes (phase Running, Ready conditions, container
-    statuses, IPs), written by the bench itself right after the create so the pass never waits
-    for kwok to catch up; kwok's Stage selects only Pending pods, so it leaves these alone."""
+    statuses), written by the bench itself right after the create so the pass never waits for
+    kwok to catch up. No IPs: kwok may already have queued its Stage for the pod while it was
+    Pending, and its patch adds its own pod and host IP, which the API server rejects next to a
+    second one of the same family ("may specify no more than one IP for each IP family"); kwok
+    then retried forever, about 0.9 core of kwok and as much of the API server at 50,000 pods,
+    under every measurement. Without IPs here its patch simply fills them in."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    host_ip = f"10.{(node_index >> 8) & 255}.{node_index & 255}.1"
-    pod_ip = f"10.{128 + ((serial >> 16) & 127)}.{(serial >> 8) & 255}.{serial & 255}"
     return {
         "status": {
             "phase": "Running",
@@ -225,10 +230,6 @@ def running_status(pod: dict[str, Any], node_index: int, serial: int) -> dict[st
                 }
                 for c in pod["spec"]["containers"]
             ],
-            "hostIP": host_ip,
-            "hostIPs": [{"ip": host_ip}],
-            "podIP": pod_ip,
-            "podIPs": [{"ip": pod_ip}],
             "startTime": now,
         }
     }
@@ -516,11 +517,11 @@ def grow(
     have_pods = existing_names(client, "/api/v1/pods")
     items: list[Item] = []
     for index in range(size):
-        for serial, pod in enumerate(pods_for(index, pods_per_node, pass_at)):
+        for pod in pods_for(index, pods_per_node, pass_at):
             metadata = pod["metadata"]
             if f"{metadata['namespace']}/{metadata['name']}" in have_pods:
                 continue
-            status = running_status(pod, index, index * pods_per_node + serial)
+            status = running_status(pod)
             items.append((f"/api/v1/namespaces/{metadata['namespace']}/pods", pod, status))
     create_all(client, items, threads=threads)
     seconds = time.monotonic() - t
