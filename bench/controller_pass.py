@@ -50,13 +50,22 @@ Python; CPU seconds of the controller and of the API server during the pass:
     5,000  50,000  9.26 s  9.68   6.96     1.39  0.79   305 MiB   259      6.02      7.90
                    5.13 s  5.59   3.77     0.51  0.75   290 MiB   135      4.78      2.54
                    5.86 s  6.31   4.53     0.52  0.70   300 MiB   135      4.69      5.47
+    a 5,000-node cluster made directly after the IP fix, kwok settled; passes 1 and 4 act (125
+    warnings and reclaims, then 63 reclaims)
+    5,000  50,000  5.69 s  6.05   3.29     1.59  0.68   240 MiB   385      4.89      2.86
+                   5.67 s  6.09   4.32     0.60  0.66   297 MiB   135      4.72      5.34
+                   4.59 s  5.02   3.47     0.45  0.57   293 MiB   135      4.46      2.11
+                   7.00 s  7.56   4.53     1.45  0.88   285 MiB   259      5.44      3.70
+                   7.06 s  7.74   5.12     0.83  0.93   302 MiB   135      5.13      6.52
+                   5.34 s  5.81   4.03     0.51  0.67   305 MiB   135      4.93      2.81
     2,000  20,000  2.45 s  2.86   1.50     0.52  0.38   172 MiB   169      2.48      1.07
                    1.96 s  2.34   1.28     0.18  0.42   192 MiB    69      1.96      1.75
 
-So a 5,000-node pass takes 3.7-5.9 s, 9.3 s at worst, in 1 GiB with room to spare: about 4 CPU
-seconds of the controller (one core: the GIL) and 1.5-8 of the API server, whose share swings
-with its own work (its Go heap is 3.7 GiB at 50,000 pods; what kwok and the controller manager
-do meanwhile). The 5 s target is met in most passes, not reliably.
+So a 5,000-node pass takes 3.7-7.1 s (median 5.1 s over these 15 passes; 9.3 s at worst), in
+1 GiB with room to spare: 3.6-5.4 CPU seconds of the controller (one core: the GIL) and 1.5-8 of
+the API server, whose share swings with its own work (its Go heap is 3.7 GiB at 50,000 pods;
+what kwok and the controller manager do meanwhile). The 5 s target is met in about half the
+passes: not reliably.
 
 What took it there from 13.6 s (each measured on the same 50,000-pod cluster; loads 6-8):
 - DCGM evidence in two steps (observe/metrics.py): the six fleet-wide aggregations cost 2.6-2.7
