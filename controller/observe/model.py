@@ -16,7 +16,7 @@ controller cannot read is never acted upon, and the pass stops before deciding a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -192,23 +192,39 @@ def pod_demand(spec: Any) -> dict[str, int]:
                     found[resource] = _count(source[resource])
         return found
 
+    return effective_demand(
+        (of(c) for c in _array(spec, "containers", "spec")),
+        (
+            (of(c), c.get("restartPolicy") == "Always")
+            for c in _array(spec, "initContainers", "spec")
+        ),
+    )
+
+
+def effective_demand(
+    app: Iterable[dict[str, int]], init: Iterable[tuple[dict[str, int], bool]]
+) -> dict[str, int]:
+    """Kubernetes' effective request from per-container counts: the sum of the app containers
+    and sidecars (init containers with restartPolicy Always, `init` pairs marked True), or the
+    peak of one regular init container plus the sidecars started before it, whichever is larger
+    (zeros dropped). Shared by the JSON and the protobuf views."""
     steady: dict[str, int] = {}
-    for container in _array(spec, "containers", "spec"):
-        for resource, n in of(container).items():
+    for counts in app:
+        for resource, n in counts.items():
             steady[resource] = steady.get(resource, 0) + n
     sidecars: dict[str, int] = {}
     peaks: dict[str, int] = {}
-    for container in _array(spec, "initContainers", "spec"):
-        counts = of(container)
-        if container.get("restartPolicy") == "Always":
+    for counts, sidecar in init:
+        if sidecar:
             for resource, n in counts.items():
                 sidecars[resource] = sidecars.get(resource, 0) + n
                 steady[resource] = steady.get(resource, 0) + n
         else:
             for resource, n in counts.items():
                 peaks[resource] = max(peaks.get(resource, 0), n + sidecars.get(resource, 0))
-    demand = {r: max(steady.get(r, 0), peaks.get(r, 0)) for r in set(steady) | set(peaks)}
-    return {r: n for r, n in demand.items() if n > 0}
+    if peaks:
+        steady = {r: max(steady.get(r, 0), peaks.get(r, 0)) for r in set(steady) | set(peaks)}
+    return {r: n for r, n in steady.items() if n > 0}
 
 
 @dataclass(frozen=True, slots=True)

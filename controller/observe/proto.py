@@ -34,6 +34,7 @@ from controller.observe.model import (
     Node,
     OwnerRef,
     Pod,
+    effective_demand,
     format_time,
     is_accelerator,
 )
@@ -163,25 +164,10 @@ def pod_demand(spec: Any) -> dict[str, int]:
                     found[resource] = _count(source[resource])
         return found
 
-    steady: dict[str, int] = {}
-    for container in spec.containers:
-        for resource, n in of(container).items():
-            steady[resource] = steady.get(resource, 0) + n
-    init_containers = spec.initContainers
-    if init_containers:
-        sidecars: dict[str, int] = {}
-        peaks: dict[str, int] = {}
-        for container in init_containers:
-            counts = of(container)
-            if container.restartPolicy == "Always":
-                for resource, n in counts.items():
-                    sidecars[resource] = sidecars.get(resource, 0) + n
-                    steady[resource] = steady.get(resource, 0) + n
-            else:
-                for resource, n in counts.items():
-                    peaks[resource] = max(peaks.get(resource, 0), n + sidecars.get(resource, 0))
-        steady = {r: max(steady.get(r, 0), peaks.get(r, 0)) for r in set(steady) | set(peaks)}
-    return {r: n for r, n in steady.items() if n > 0}
+    return effective_demand(
+        (of(c) for c in spec.containers),
+        ((of(c), c.restartPolicy == "Always") for c in spec.initContainers),
+    )
 
 
 def accelerator_pod_from_proto(pod: Any) -> Pod | None:
