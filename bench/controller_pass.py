@@ -100,6 +100,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,7 @@ from components.localfleet import FakePool, fake_nodes  # noqa: E402
 from controller.errors import ConflictError, TemporaryError  # noqa: E402
 from controller.observe.kube import KubeClient  # noqa: E402
 from tools.localcluster import LocalCluster  # noqa: E402
-from tools.servers import OpaServer, PrometheusServer, Sample  # noqa: E402
+from tools.servers import OpaServer, PrometheusServer, Sample, cpu_seconds  # noqa: E402
 
 TEAMS = [f"team-{i}" for i in range(10)]
 WINDOW, GRACE, SCRAPE = 600, 300, 60
@@ -371,17 +372,6 @@ def measure_decoding(client: KubeClient, kubeconfig: Path, count: int = 5000) ->
         log(f"decode: {name:55s} {n} pods in {seconds:6.2f} s ({n / seconds:7.0f} pods/s)")
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU of a running process (Linux /proc); 0 when unknown."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def server_pids(
     cluster: LocalCluster, opa: OpaServer, prometheus: PrometheusServer
 ) -> dict[str, int]:
@@ -414,6 +404,18 @@ def settle(cluster: LocalCluster, size: int, *, below: float = 0.15, limit: floa
     log(f"{size} nodes: kwok settled in {time.monotonic() - started:.0f}s")
 
 
+@contextlib.contextmanager
+def stopped(pid: int | None) -> Iterator[None]:
+    """The process `pid` stopped (SIGSTOP) inside the block, continued after; None: nothing."""
+    if pid is not None:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
+
 def timed_pass(
     config: Path,
     kubeconfig: Path,
@@ -424,40 +426,10 @@ def timed_pass(
     dry_run: bool,
     profile: Path | None = None,
     servers: dict[str, int] | None = None,
-    paused: int | None = None,
 ) -> dict[str, Any]:
     """Run one pass in a child process; its figures, with the CPU seconds the controller and
     each of `servers` (name: pid) used meanwhile (less sensitive to a busy machine than wall
-    time). `paused`: a process stopped (SIGSTOP) for the length of the pass."""
-    if paused is not None:
-        os.kill(paused, signal.SIGSTOP)
-    try:
-        return _timed_pass(
-            config,
-            kubeconfig,
-            opa,
-            prometheus,
-            pass_at,
-            dry_run=dry_run,
-            profile=profile,
-            servers=servers,
-        )
-    finally:
-        if paused is not None:
-            os.kill(paused, signal.SIGCONT)
-
-
-def _timed_pass(
-    config: Path,
-    kubeconfig: Path,
-    opa: str,
-    prometheus: str,
-    pass_at: float,
-    *,
-    dry_run: bool,
-    profile: Path | None,
-    servers: dict[str, int] | None,
-) -> dict[str, Any]:
+    time)."""
     started = time.perf_counter()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     servers_before = {name: cpu_seconds(pid) for name, pid in (servers or {}).items()}
@@ -668,21 +640,22 @@ def main() -> int:
                     measure_decoding(client, cluster.kubeconfig)
                 for attempt in range(args.passes):
                     load = os.getloadavg()
-                    figures = timed_pass(
-                        config,
-                        cluster.kubeconfig,
-                        opa.url,
-                        prometheus.url,
-                        pass_at,
-                        dry_run=args.dry_run,
-                        profile=(
-                            args.profile / f"pass-{size}-{attempt + 1}.prof"
-                            if args.profile
-                            else None
-                        ),
-                        servers=server_pids(cluster, opa, prometheus),
-                        paused=cluster.running_pids().get("kwok") if args.pause_kwok else None,
-                    )
+                    kwok = cluster.running_pids().get("kwok") if args.pause_kwok else None
+                    with stopped(kwok):
+                        figures = timed_pass(
+                            config,
+                            cluster.kubeconfig,
+                            opa.url,
+                            prometheus.url,
+                            pass_at,
+                            dry_run=args.dry_run,
+                            profile=(
+                                args.profile / f"pass-{size}-{attempt + 1}.prof"
+                                if args.profile
+                                else None
+                            ),
+                            servers=server_pids(cluster, opa, prometheus),
+                        )
                     figures["load"] = load[0]
                     figures["size"] = size
                     figures["pods"] = size * args.pods_per_node

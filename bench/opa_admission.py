@@ -50,6 +50,7 @@ from components.manifests import OPA_GC_ENV  # noqa: E402
 from controller.replay.opa import KeepAliveConnection  # noqa: E402
 from tools.localcluster import free_port  # noqa: E402
 from tools.policydiff import DEFAULT_TRACE, generate_from_trace  # noqa: E402
+from tools.servers import cpu_seconds  # noqa: E402
 
 DEFAULT_OPA = ROOT / "tools" / "bin" / "opa"
 DEFAULT_POLICIES = ROOT / "policies"
@@ -199,12 +200,6 @@ def load_corpus(corpus: Path, config: Path, trace: str, trace_limit: int) -> lis
     if not reviews:
         raise SystemExit(f"no AdmissionReview files in {corpus}")
     return [json.dumps(review, separators=(",", ":")).encode() for review in reviews]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fast_path_share(port: int, bodies: list[bytes]) -> float:

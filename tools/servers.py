@@ -27,6 +27,12 @@ from tools.localcluster import BIN_DIR, ROOT, ClusterError, free_port, require_b
 POLICIES_DIR = ROOT / "policies"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process so far (Linux /proc), for the benchmarks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class ServerError(RuntimeError):
     """A server could not be started, or answered with an error; the message says which."""
 
