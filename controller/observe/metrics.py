@@ -244,9 +244,8 @@ class Prometheus:
         }
 
     def evidence_for_windows(
-        self, windows: Mapping[int, float] | Iterable[int], at: float
+        self, windows: Mapping[int, float], at: float
     ) -> dict[int, dict[PodKey, PodEvidence]]:
         """Evidence per window; `windows` maps each window to its idle line (the highest idle
-        threshold of the types using it), or lists windows (every pod detailed)."""
-        lines = dict(windows) if isinstance(windows, Mapping) else dict.fromkeys(windows, 100.0)
-        return {window: self.evidence(window, at, lines[window]) for window in sorted(lines)}
+        threshold of the types using it)."""
+        return {window: self.evidence(window, at, windows[window]) for window in sorted(windows)}

@@ -105,10 +105,10 @@ def test_fleet_wide_and_batched_details_agree_with_named_pods(
     assert batched == named
 
 
-def test_windows_listed_without_a_line_detail_every_pod(prometheus_url: str) -> None:
+def test_an_idle_line_of_100_percent_details_every_pod(prometheus_url: str) -> None:
     client = Prometheus(prometheus_url, timeout=30)
     try:
-        found = client.evidence_for_windows([WINDOW], NOW)[WINDOW]
+        found = client.evidence_for_windows({WINDOW: 100.0}, NOW)[WINDOW]
     finally:
         client.close()
     assert all(e.detailed for e in found.values())
