@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from components import labels as keys
-from controller.config import FleetView, IdleRule
+from controller.config import FleetView, IdleRule, WorkloadType
 from controller.decide.workloads import Target, annotation_number, reclaim_target
 from controller.observe.metrics import PodEvidence
 from controller.observe.model import Pod
@@ -47,6 +47,9 @@ class Verdict(StrEnum):
     WARN = "warn"
     WAITING = "waiting"
     RECLAIM = "reclaim"
+
+
+_BUSY = Verdict.BUSY  # the verdict of most pods, looked up once
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,16 +180,16 @@ def busy_by_utilisation(pod: Pod, evidence: PodEvidence | None, rule: IdleRule) 
     in the window, whether or not the evidence is complete; None otherwise."""
     if evidence is None:
         return None
-    peaks = [
-        s.max_util_percent
-        for s in evidence.gpus.values()
-        if not s.hostname or s.hostname == pod.node_name
-    ]
-    if peaks and max(peaks) > rule.util_threshold_percent:
-        return (
-            f"GPU utilisation reached {max(peaks):g}% "
-            f"(idle threshold {rule.util_threshold_percent:g}%)"
-        )
+    node = pod.node_name
+    line = rule.util_threshold_percent
+    peak = None
+    for series in evidence.gpus.values():
+        if (not series.hostname or series.hostname == node) and (
+            peak is None or series.max_util_percent > peak
+        ):
+            peak = series.max_util_percent
+    if peak is not None and peak > line:
+        return f"GPU utilisation reached {peak:g}% (idle threshold {line:g}%)"
     return None
 
 
@@ -226,31 +229,60 @@ def judge_pod(
 ) -> PodJudgement:
     if not _running(pod):
         return PodJudgement(pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}")
+    return _judge_running(
+        pod, fleet.workload_types.get(pod.workload_type or ""), evidence, now, rules
+    )
+
+
+def _judge_running(
+    pod: Pod,
+    wt: WorkloadType | None,
+    evidence: PodEvidence | None,
+    now: float,
+    rules: EvidenceRules,
+) -> PodJudgement:
+    """`judge_pod` of a running pod whose workload type (`wt`) was looked up by the caller."""
     warned_at = annotation_number(pod, keys.IDLE_WARNED_AT)
     deadline = annotation_number(pod, keys.RECLAIM_DEADLINE)
-    common: dict[str, Any] = {"pod": pod, "warned_at": warned_at, "deadline": deadline}
     if pod.exempt:
-        return PodJudgement(**common, verdict=Verdict.EXEMPT, reason=f"labelled {keys.EXEMPT}=true")
-    wt = fleet.workload_types.get(pod.workload_type or "")
+        return PodJudgement(
+            pod=pod,
+            warned_at=warned_at,
+            deadline=deadline,
+            verdict=Verdict.EXEMPT,
+            reason=f"labelled {keys.EXEMPT}=true",
+        )
     if wt is None or wt.idle is None:
         reason = (
             f"workload type {pod.workload_type} has no idle rule"
             if wt is not None
             else f"no known {keys.WORKLOAD_TYPE} label ({pod.workload_type!r})"
         )
-        return PodJudgement(**common, verdict=Verdict.NOT_RECLAIMABLE, reason=reason)
+        return PodJudgement(
+            pod=pod,
+            warned_at=warned_at,
+            deadline=deadline,
+            verdict=Verdict.NOT_RECLAIMABLE,
+            reason=reason,
+        )
     rule = wt.idle
     running_for = now - (pod.started if pod.started is not None else now)
     if running_for < rule.window_seconds:
         return PodJudgement(
-            **common,
+            pod=pod,
+            warned_at=warned_at,
+            deadline=deadline,
             verdict=Verdict.NO_EVIDENCE,
             reason=f"running for {running_for:.0f}s, less than the {rule.window_seconds}s window",
             rule=rule,
         )
     busy = busy_by_utilisation(pod, evidence, rule)
     if busy is not None:
-        return PodJudgement(**common, verdict=Verdict.BUSY, reason=busy, rule=rule)
+        # Most pods of a fleet end here: one constructor call, no intermediate dict.
+        return PodJudgement(
+            pod=pod, warned_at=warned_at, deadline=deadline, verdict=_BUSY, reason=busy, rule=rule
+        )
+    common: dict[str, Any] = {"pod": pod, "warned_at": warned_at, "deadline": deadline}
     facts, missing = summarise_evidence(pod, evidence, rule, rules)
     if facts is None:
         return PodJudgement(**common, verdict=Verdict.NO_EVIDENCE, reason=missing, rule=rule)
@@ -294,20 +326,28 @@ def plan_idle(
     """Judge every pod; group reclaim candidates by the workload that owns them."""
     plan = IdlePlan()
     judged: list[PodJudgement] = []
+    types = fleet.workload_types
+    no_evidence: dict[tuple[str, str], PodEvidence] = {}
     for pod in pods:
-        found: PodEvidence | None = None
-        if _running(pod):  # judged without evidence otherwise
-            wt = fleet.workload_types.get(pod.workload_type or "")
-            window = wt.idle.window_seconds if wt and wt.idle else None
-            found = evidence.get(window, {}).get((pod.namespace, pod.name)) if window else None
-        judgement = judge_pod(pod, fleet, found, now, rules)
-        plan.judgements.append(judgement)
-        if judgement.verdict == Verdict.NOT_RUNNING:
+        if not _running(pod):  # judged without evidence
+            plan.judgements.append(
+                PodJudgement(pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}")
+            )
             continue
-        if judgement.verdict == Verdict.WARN:
+        wt = types.get(pod.labels.get(keys.WORKLOAD_TYPE) or "")
+        found = (
+            evidence.get(wt.idle.window_seconds, no_evidence).get((pod.namespace, pod.name))
+            if wt is not None and wt.idle is not None
+            else None
+        )
+        judgement = _judge_running(pod, wt, found, now, rules)
+        plan.judgements.append(judgement)
+        verdict = judgement.verdict
+        if verdict is _BUSY:
+            if judgement.warned_at is not None:
+                plan.clear.append(judgement)
+        elif verdict is Verdict.WARN:
             plan.warn.append(judgement)
-        elif judgement.verdict == Verdict.BUSY and judgement.warned:
-            plan.clear.append(judgement)
         judged.append(judgement)
     if not any(j.verdict == Verdict.RECLAIM for j in judged):
         return plan  # no workload has a pod to reclaim: nothing to group
