@@ -36,6 +36,7 @@ from controller.config import FleetView, IdleRule, WorkloadType
 from controller.decide.workloads import Target, annotation_number, reclaim_target
 from controller.observe.metrics import PodEvidence
 from controller.observe.model import Pod
+from controller.views import view
 
 
 class Verdict(StrEnum):
@@ -93,7 +94,7 @@ class IdleFacts:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class PodJudgement:
     pod: Pod
     verdict: Verdict

@@ -41,6 +41,7 @@ import orjson
 
 from controller.config import FleetView, Model
 from controller.observe.model import Node, Pod
+from controller.views import view
 
 MAX_TRACKED_PODS = 4000
 THRESHOLDS = ("warn", "deny")
@@ -118,7 +119,7 @@ class Accumulator:
             return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class PodCost:
     pod: Pod
     team: str

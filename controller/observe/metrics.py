@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import requests
 
 from controller.errors import PermanentError, TemporaryError
+from controller.views import view
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -46,7 +46,7 @@ DETAIL_FLEET_WIDE_ABOVE = 2000
 DETAIL_BATCH = 500
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class GpuSeries:
     """What one GPU of one pod showed over the window."""
 
@@ -60,7 +60,7 @@ class GpuSeries:
     min_fb_used_mib: float | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class PodEvidence:
     """Every GPU series found for a pod over one window, keyed by (Hostname, gpu).
 

@@ -24,6 +24,7 @@ import simdjson
 
 from components import labels as keys
 from controller.errors import PermanentError
+from controller.views import view
 
 T = TypeVar("T")
 ACCELERATOR_RESOURCES = frozenset(keys.ACCELERATOR_RESOURCES)
@@ -235,7 +236,7 @@ class OwnerRef:
     uid: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class Pod:
     namespace: str
     name: str
@@ -445,7 +446,7 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class Node:
     name: str
     labels: dict[str, str]
