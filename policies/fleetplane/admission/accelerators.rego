@@ -85,43 +85,48 @@ deny contains msg if {
 #   Where each pod template may run, derived once per template: pins_spot and
 #   opens_spot (see fleetplane.lib.scheduling), capacity (the price column:
 #   spot only when pinned to spot) and, per accelerator family the pod asks
-#   for, the model label values it constrains, the models it may land on and
-#   the values that match no model.
+#   for, the node label keys of its models, the label values the template
+#   constrains, the models it may land on and the values that match no model.
 placement[i] := {
 	"pins_spot": spot.pins_spot,
 	"opens_spot": spot.opens_spot,
-	"capacity": capacity(spot.pins_spot),
-	"families": {family: model_choice(f.spec, family) | some family in families(f)},
+	"capacity": {true: "spot", false: "on-demand"}[spot.pins_spot],
+	"families": {family: model_choice(f.spec, family) | some family in families},
 } if {
 	judged
 	some i, f in facts
 	spot := scheduling.spot_placement(f.spec)
+
+	# The resource families the template asks for (MIG devices belong to
+	# nvidia.com/gpu), inline like the capacity: each function call costs OPA
+	# more than the expression.
+	families := {lib.family(resource) | some resource, n in f.demand; n > 0}
 }
 
-capacity(true) := "spot"
+# Node label keys that tell the models of a family apart (for messages; the
+# rules read them from model_choice).
+model_keys(family) := {m.node_label | some m in config.models; m.resource == family}
 
-capacity(false) := "on-demand"
-
-# Resource families a template asks for (MIG devices belong to nvidia.com/gpu).
-families(f) := {lib.family(resource) | some resource, n in f.demand; n > 0}
-
-# Node label keys that tell the models of a family apart.
-model_keys := {family: {m.node_label | some m in config.models; m.resource == family} |
-	some family in {m.resource | some m in config.models}
-}
-
-# The model named by a node label value.
-model_index := {[m.node_label, m.label_value]: name | some name, m in config.models}
-
+# The models a template may land on: the keys of the family, the values the
+# template selects per key and the models they name. Models are looked up by
+# key and value for the values selected only: an index of every model, or the
+# keys of every family, would cost OPA a pass over config.models each per
+# review, and each element of such a pass costs about a dozen allocations.
 model_choice(spec, family) := {
+	"keys": keys,
 	"selection": selection,
-	"models": {model_index[[key, value]] | some key, values in selection; some value in values},
-	"unknown": {[key, value] | some key, values in selection; some value in values; not model_index[[key, value]]},
+	"models": {name | some [key, value, names] in named; some name in names},
+	"unknown": {[key, value] | some [key, value, names] in named; count(names) == 0},
 } if {
+	keys := {m.node_label | some m in config.models; m.resource == family}
 	selection := {key: values |
-		some key in model_keys[family]
+		some key in keys
 		values := scheduling.label_values(spec, key)
 	}
+	named := [[key, value, [name | some name, m in config.models; m.node_label == key; m.label_value == value]] |
+		some key, values in selection
+		some value in values
+	]
 }
 
 # A workload that selects no model could be scheduled on any model, so the
@@ -132,7 +137,7 @@ deny contains msg if {
 	team_config
 	some i, f in facts
 	some family, choice in placement[i].families
-	count(model_keys[family]) > 0
+	count(choice.keys) > 0
 	count(choice.selection) == 0
 	msg := sprintf(
 		"accelerator-model: %s asks for %s but selects no accelerator model; add %s (team default), or another allowed model: %s",
@@ -143,7 +148,7 @@ deny contains msg if {
 default_model_hint(family) := sprintf("nodeSelector %s: %s", [m.node_label, m.label_value]) if {
 	m := config.models[team_config.default_model]
 	m.resource == family
-} else := sprintf("nodeSelector %s: <model>", [concat(" or ", sort(model_keys[family]))])
+} else := sprintf("nodeSelector %s: <model>", [concat(" or ", sort(model_keys(family)))])
 
 allowed_model_hint(family) := concat(", ", sort([sprintf("%s=%s", [m.node_label, m.label_value]) |
 	some name in team_config.allowed_models
