@@ -186,6 +186,14 @@ fast_warnings := [] if {
 	is_number(approval.threshold_accelerators)
 	is_array(approval.approved_ids)
 
+	# Priority class and idle timeout first: the rules reviews break most
+	# often, so a review the full rules will deny leaves the fast path early.
+	spec.priorityClassName in tc.priority_classes
+	count({1 |
+		is_number(max_idle)
+		not fast_idle_timeout(object.get(c.annotations, lib.keys.idle_timeout_seconds, null), max_idle)
+	}) == 0
+
 	# Size: under the type's limit and the approval threshold; no nodeName.
 	total := c.replicas * sum([n | some n in c.demand])
 	total <= tc.max_accelerators
@@ -199,15 +207,10 @@ fast_warnings := [] if {
 	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
 	capacity := {true: "spot", false: "on-demand"}[pins]
 
-	# Priority class, checkpoint on spot, idle timeout.
-	spec.priorityClassName in tc.priority_classes
+	# Checkpoint on spot.
 	count({1 |
 		[tc.checkpoint_required_on_spot, opens] == [true, true]
 		not checkpoint_uri(object.get(c.annotations, lib.keys.checkpoint_location, null))
-	}) == 0
-	count({1 |
-		is_number(max_idle)
-		not fast_idle_timeout(object.get(c.annotations, lib.keys.idle_timeout_seconds, null), max_idle)
 	}) == 0
 
 	# Models: the pod holds one accelerator resource (pods holding two
