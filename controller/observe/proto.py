@@ -66,6 +66,13 @@ def _seconds(time: Any) -> float | None:
     return float(seconds) if seconds else None
 
 
+def _dict(entries: Any) -> dict[str, Any]:
+    """A protobuf map as a dict. `dict(entries)` goes through the Python code of the Mapping ABC
+    (keys(), a KeysView); this uses the map's own iteration and lookup, and skips empty maps
+    (most annotations and node selectors): about 1 us less per map, three maps per pod."""
+    return {key: entries[key] for key in entries} if entries else {}
+
+
 def _count(quantity: Any) -> int:
     """As `model._count`: whole devices, anything else 0."""
     try:
@@ -133,7 +140,7 @@ def as_json(message: Any) -> dict[str, Any]:
         elif kind == _MESSAGES:
             found[name] = [_value(v) for v in value]
         elif kind == _MAP:
-            found[name] = dict(value)
+            found[name] = _dict(value)
         else:
             found[name] = {k: _value(value[k]) for k in value}
     return found
@@ -248,8 +255,8 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
         name=metadata.name,
         uid=metadata.uid,
         resource_version=metadata.resourceVersion,
-        labels=dict(metadata.labels),
-        annotations=dict(metadata.annotations),
+        labels=_dict(metadata.labels),
+        annotations=_dict(metadata.annotations),
         owner=owner,
         node_name=node_name,
         phase=phase,
@@ -261,7 +268,7 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
         finished=finished,
         deleting=bool(metadata.deletionTimestamp.seconds),
         unschedulable_since=unschedulable_since if not node_name else None,
-        node_selector=dict(spec.nodeSelector),
+        node_selector=_dict(spec.nodeSelector),
         tolerations=tuple(as_json(t) for t in spec.tolerations),
         required_affinity=tuple(as_json(t) for t in terms),
         grace_seconds=(
@@ -280,8 +287,10 @@ def node_from_proto(node: Any) -> Node:
         metadata, spec, status = node.metadata, node.spec, node.status
         return Node(
             name=metadata.name,
-            labels=dict(metadata.labels),
-            allocatable={r: _count(q) for r, q in status.allocatable.items() if is_accelerator(r)},
+            labels=_dict(metadata.labels),
+            allocatable={
+                r: _count(status.allocatable[r]) for r in status.allocatable if is_accelerator(r)
+            },
             taints=tuple(as_json(t) for t in spec.taints),
             ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions),
             unschedulable=bool(spec.unschedulable),
