@@ -37,7 +37,8 @@ fast_allowed if {
 #   read: team and in_team (as fleetplane.admission.team and
 #   in_team_namespace), spec, labels,
 #   annotations, replicas, deadlines (the positive ones that bound the pods),
-#   demand per resource of one pod and the accelerator resources mentioned.
+#   demand per resource of one pod (every accelerator resource mentioned,
+#   zeros included), selector and volumes.
 #   Undefined when anything is outside the common case.
 fast_common := {
 	"team": object.get(cfg.namespaces, ns, null),
@@ -47,7 +48,10 @@ fast_common := {
 	"annotations": annotations,
 	"replicas": t.replicas,
 	"deadlines": deadlines,
-	"demand": {r: sum([n | some [s, n] in counts; s == r]) | some r in mentioned},
+	"demand": {r: sum([n | some container_counts in counts; n := container_counts[r]]) |
+		some container_counts in counts
+		some r, _ in container_counts
+	},
 	"selector": selector,
 	"volumes": volumes,
 } if {
@@ -96,10 +100,12 @@ fast_common := {
 	count([d | some d in deadlines; is_number(d); d > 0; d == floor(d)]) == count(deadlines)
 
 	# Containers: well formed; accelerator limits whole numbers; requests equal
-	# to their limits; no MIG slices (the full rules handle those).
+	# to their limits; no MIG slices (the full rules handle those). One pass:
+	# the device counts of each container's accelerator limits (requests of
+	# accelerators are among its limits, so the limits name every resource).
 	whole := lib.accelerator_resources
 	mig := lib.mig_resource_prefix
-	quantities := [[limits, requests] |
+	counts := [container_counts |
 		some c in containers
 		is_string(c.name)
 		c.name != ""
@@ -113,16 +119,15 @@ fast_common := {
 		not strings.any_prefix_match(object.keys(limits), mig)
 		not strings.any_prefix_match(object.keys(requests), mig)
 		count(object.keys(object.filter(requests, whole)) - object.keys(limits)) == 0
+		accelerators := object.filter(limits, whole)
+		container_counts := {r: n |
+			some r, q in accelerators
+			n := workloads.parse_count(q)
+			object.get(requests, r, q) == q
+		}
+		count(container_counts) == count(accelerators)
 	]
-	count(quantities) == count(containers)
-	counts := [[r, n] |
-		some [limits, requests] in quantities
-		some r, q in object.filter(limits, whole)
-		n := workloads.parse_count(q)
-		object.get(requests, r, q) == q
-	]
-	count(counts) == count([1 | some [limits, _] in quantities; some _, _ in object.filter(limits, whole)])
-	mentioned := {r | some pair in quantities; some map in pair; some r, _ in object.filter(map, whole)}
+	count(counts) == count(containers)
 }
 
 # METADATA
