@@ -12,10 +12,17 @@ The API forgets pods once they are deleted, so a team's month-to-date spend cann
 recomputed from the API alone. Each team keeps an accumulator, as compact JSON in the
 annotation `fleetplane.dev/spend` on its first namespace:
 
-    {"v":1,"month":"2026-11","gone":1234.5,"pods":{"<uid>":12.3,...},"alerts":["warn"]}
+    {"v":2,"month":"2026-11","gone":1234.5,"pods":{"<pod key>":1230,...},"alerts":["warn"]}
 
-- `pods`: the cost so far of every team pod that was in the API at the last pass (uid → USD);
-- `gone`: the cost of pods that have left the API this month.
+- `pods`: the cost so far, in whole cents, of every team pod that was in the API at the last
+  pass, by pod key: the first 16 hex digits of its UID (`pod_key`; 60 random bits of a v4 UUID,
+  so two of a team's pods share one with odds under 1e-11);
+- `gone`: the cost of pods that have left the API this month (USD).
+
+An entry is about 27 bytes (a full UID and a float took about 50: 4,000 pods made a 200 KB
+annotation, most of the 256 KiB every annotation of an object may use together, and ~40 ms of
+API server CPU per write). A version 1 accumulator (full UIDs, USD floats) is read and written
+back as version 2.
 
 Each pass: pods in `pods` but no longer in the API move their last known cost into `gone`;
 `pods` becomes the cost of the pods in the API now; spend = gone + Σ pods. Writing `gone` and
@@ -24,8 +31,8 @@ crash, folds each deleted pod exactly once. A pod deleted between two passes is 
 the last pass that saw it (at most one period short). A new month starts from zero (pods still
 running are clipped to the month start). The map holds the team's accelerator pods present in
 the API, which the team's quota bounds; it is capped at `MAX_TRACKED_PODS` entries, keeping the
-most expensive, so the annotation stays far below the API's 256 KiB limit (about 25 bytes an
-entry); a pod dropped by the cap and deleted later is not counted (logged).
+most expensive, so the annotation stays under 120 KB, well below the API's 256 KiB limit; a pod
+dropped by the cap and deleted later is not counted (logged).
 
 `alerts` remembers which budget thresholds (`warn`, `deny`) were announced this month, so the
 Event on the team namespace fires once per month per threshold.
@@ -94,29 +101,44 @@ class Accumulator:
     def encode(self) -> str:
         return orjson.dumps(
             {
-                "v": 1,
+                "v": 2,
                 "month": self.month,
                 "gone": round(self.gone_usd, 4),
-                "pods": {uid: round(usd, 4) for uid, usd in sorted(self.pods.items())},
+                "pods": {key: round(usd * 100) for key, usd in sorted(self.pods.items())},
                 "alerts": list(self.alerts),
             }
         ).decode()
 
     @classmethod
     def decode(cls, text: str | None) -> Accumulator | None:
-        """None for a missing or unreadable annotation (the team then starts from the API)."""
+        """None for a missing or unreadable annotation (the team then starts from the API).
+        Version 1 (full UIDs, USD) is read into version 2's keys."""
         if not text:
             return None
         try:
             raw = orjson.loads(text)
+            pods = raw.get("pods") or {}
+            version = raw.get("v", 1)
+            if version == 1:
+                tracked = {pod_key(str(k)): float(v) for k, v in pods.items()}
+            elif version == 2:
+                tracked = {str(k): float(v) / 100 for k, v in pods.items()}
+            else:
+                return None
             return cls(
                 month=str(raw["month"]),
                 gone_usd=float(raw.get("gone", 0.0)),
-                pods={str(k): float(v) for k, v in (raw.get("pods") or {}).items()},
+                pods=tracked,
                 alerts=tuple(str(a) for a in raw.get("alerts") or ()),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
+
+
+def pod_key(uid: str) -> str:
+    """A pod's key in the accumulator: the first 16 hex digits of its UID (see the module
+    doc)."""
+    return uid.replace("-", "")[:16]
 
 
 @view
@@ -209,14 +231,15 @@ def team_spend(
     carried = previous if previous is not None and previous.month == month else None
     live: dict[str, float] = {}
     for cost in costs:
-        live[cost.pod.uid] = live.get(cost.pod.uid, 0.0) + cost.usd
+        key = pod_key(cost.pod.uid)
+        live[key] = live.get(key, 0.0) + cost.usd
     gone = carried.gone_usd if carried else 0.0
     folded = 0
     if carried:
-        for uid, usd in carried.pods.items():
-            if uid in live:
+        for key, usd in carried.pods.items():
+            if key in live:
                 # A pod's cost only grows; never forget what an earlier pass saw.
-                live[uid] = max(live[uid], usd)
+                live[key] = max(live[key], usd)
             else:
                 gone += usd
                 folded += 1

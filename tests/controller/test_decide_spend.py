@@ -5,14 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+import orjson
 import pytest
 
 from controller.decide.spend import (
+    MAX_TRACKED_PODS,
     Accumulator,
     month_of,
     month_start,
     plan_spend,
     pod_cost,
+    pod_key,
     team_spend,
 )
 from tests.controller.builders import A100, NOW, PodBuilder, a_node, a_pod, assert_same, fleet
@@ -86,10 +89,12 @@ def fold(costs: list, previous: Accumulator | None, budget: float = 50000):
 
 def test_deleted_pods_are_folded_into_gone_exactly_once() -> None:
     live = costs_of(a_pod("a").uid("u-a").gpus(1).on("h100-0", started=NOW - 3600))
-    previous = Accumulator(month=month_of(NOW), gone_usd=100.0, pods={"u-a": 10.0, "u-gone": 50.0})
+    previous = Accumulator(
+        month=month_of(NOW), gone_usd=100.0, pods={pod_key("u-a"): 10.0, pod_key("u-gone"): 50.0}
+    )
     first = fold(live, previous)
     assert_same(150.0, round(first.gone_usd, 6), "gone after the first fold")
-    assert_same({"u-a"}, set(first.accumulator.pods), "tracked pods")
+    assert_same({pod_key("u-a")}, set(first.accumulator.pods), "tracked pods")
     assert round(first.usd, 4) == round(150.0 + 12.29, 4)
     again = fold(live, first.accumulator)  # a second pass (or a retry) folds nothing twice
     assert_same(round(first.usd, 6), round(again.usd, 6), "usd after a repeated pass")
@@ -120,7 +125,29 @@ def test_accumulator_round_trips_and_tolerates_garbage() -> None:
     assert_same(acc, Accumulator.decode(acc.encode()))
     assert Accumulator.decode("{not json") is None
     assert Accumulator.decode('{"pods": 3}') is None
+    assert Accumulator.decode('{"v": 3, "month": "2026-11"}') is None  # a version it cannot read
     assert Accumulator.decode(None) is None
+
+
+def test_a_version_1_accumulator_is_read_by_pod_key() -> None:
+    uid = "5232dfdf-8e91-4bb8-80b0-ce10ebfb97cf"
+    old = orjson.dumps(
+        {"v": 1, "month": "2026-11", "gone": 3.5, "pods": {uid: 12.3456}, "alerts": []}
+    ).decode()
+    acc = Accumulator.decode(old)
+    assert_same(Accumulator(month="2026-11", gone_usd=3.5, pods={"5232dfdf8e914bb8": 12.3456}), acc)
+    live = costs_of(a_pod("a").uid(uid).gpus(1).on("h100-0", started=NOW - 3600))
+    folded = fold(live, acc)  # the same pod: nothing is folded, its larger known cost is kept
+    assert_same((0, 3.5), (folded.folded_pods, folded.gone_usd))
+    assert_same({"5232dfdf8e914bb8": 12.3456}, folded.accumulator.pods)
+
+
+def test_the_accumulator_of_a_full_team_stays_well_under_the_annotation_limit() -> None:
+    import uuid
+
+    pods = {pod_key(str(uuid.uuid4())): 123456.789 for _ in range(MAX_TRACKED_PODS)}
+    text = Accumulator(month="2026-11", gone_usd=98765.4321, pods=pods, alerts=("warn",)).encode()
+    assert len(text) < 120_000, len(text)  # of the 262,144 bytes all annotations may use
 
 
 def test_plan_spend_homes_and_team_totals() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.decide.spend import month_of, month_start
+from controller.decide.spend import month_of, month_start, pod_key
 from tests.controller.conftest import Harness, bare_pod, started_at, wait_for
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,8 @@ def test_spend_is_accounted_published_and_enforced(harness: Harness) -> None:
 
     namespace = h.client.get(f"/api/v1/namespaces/{h.namespace}")
     accumulator = json.loads(namespace["metadata"]["annotations"]["fleetplane.dev/spend"])
-    assert set(accumulator["pods"]) == {p["metadata"]["uid"] for p in pods.values()}
+    assert accumulator["v"] == 2
+    assert set(accumulator["pods"]) == {pod_key(p["metadata"]["uid"]) for p in pods.values()}
     assert accumulator["alerts"] == ["warn"]  # ~147 USD of 160: past the 80 % line only
     assert h.reasons(h.namespace) == ["BudgetWarnThreshold"]
 
@@ -115,4 +116,4 @@ def test_spend_is_accounted_published_and_enforced(harness: Harness) -> None:
     assert accumulator["gone"] == pytest.approx(
         H100_ON_DEMAND * 2 * hours_at(now, start["b"]), abs=0.01
     )
-    assert set(accumulator["pods"]) == {pods["a"]["metadata"]["uid"]}
+    assert set(accumulator["pods"]) == {pod_key(pods["a"]["metadata"]["uid"])}
