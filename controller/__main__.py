@@ -8,20 +8,17 @@ observation failed, 2 for a configuration or usage problem.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import orjson
 
-from controller.config import ConfigProblems, Settings, load_config
-from controller.errors import ControllerError, TemporaryError
+from controller.cli import common_options, connect, load
+from controller.errors import TemporaryError
 from controller.log import Log, configure
-from controller.observe.kube import KubeClient
 from controller.reconcile import CONCERNS, run_pass
 from controller.upgrade import cli as upgrade_cli
 
-CONFIG_ENV = "FLEETPLANE_CONFIG"
 DESCRIPTIONS = {
     "reconcile": "One full pass: idle reclamation, spend accounting, then priority preemption.",
     "idle": "Warn idle accelerator workloads, clear warnings of busy ones, reclaim after the grace period.",
@@ -31,19 +28,9 @@ DESCRIPTIONS = {
 
 
 def _options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=os.environ.get(CONFIG_ENV),
-        help=f"rendered configuration document (JSON; `python -m components.render`); default ${CONFIG_ENV}",
+    common = common_options(
+        lease_name_help="name of the Lease (default: config controller.lease_name)"
     )
-    common.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file; default: in-cluster service account, else $KUBECONFIG",
-    )
-    common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
-    common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
     common.add_argument(
         "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
@@ -57,17 +44,6 @@ def _options() -> argparse.ArgumentParser:
         "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
     )
     common.add_argument("--pushgateway", help="also push the summary to this Pushgateway URL")
-    common.add_argument(
-        "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
-    )
-    common.add_argument(
-        "--lease-name", help="name of the Lease (default: config controller.lease_name)"
-    )
-    common.add_argument(
-        "--now",
-        type=float,
-        help="decide as if at this time (epoch seconds): replays and tests; default the clock",
-    )
     common.add_argument(
         "--scrape-interval",
         type=float,
@@ -83,9 +59,6 @@ def _options() -> argparse.ArgumentParser:
         "--act-concurrency",
         type=int,
         help="independent actions carried out at once (default 8; 1 for one at a time)",
-    )
-    common.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser = argparse.ArgumentParser(
         prog="python -m controller",
@@ -120,33 +93,20 @@ def main(argv: list[str] | None = None) -> int:
         return upgrade_cli.run(args)
     configure(args.log_level)
     log = Log()
-    if args.config is None:
-        print("--config (or $FLEETPLANE_CONFIG) is required", file=sys.stderr)
-        return 2
-    try:
-        fleet = load_config(args.config)
-        settings = Settings.from_config(
-            fleet,
-            opa_url=args.opa_url,
-            opa_ca_file=args.opa_ca_file,
-            prometheus_url=args.prometheus_url,
-            dry_run=args.dry_run,
-            lease_namespace=args.lease_namespace,
-            lease_name=args.lease_name,
-            scrape_interval_seconds=args.scrape_interval_seconds,
-            eviction_grace_seconds=args.eviction_grace_seconds,
-            act_concurrency=args.act_concurrency,
-        )
-    except ConfigProblems as error:
-        print(str(error), file=sys.stderr)
-        return 2
-    try:
-        kube = KubeClient.from_kubeconfig(
-            args.kubeconfig, timeout=settings.request_timeout_seconds * 3
-        )
-    except ControllerError as error:
-        log.error("kube.credentials", error=str(error))
-        return 2
+    loaded = load(
+        args,
+        prometheus_url=args.prometheus_url,
+        dry_run=args.dry_run,
+        scrape_interval_seconds=args.scrape_interval_seconds,
+        eviction_grace_seconds=args.eviction_grace_seconds,
+        act_concurrency=args.act_concurrency,
+    )
+    if isinstance(loaded, int):
+        return loaded
+    fleet, settings = loaded
+    kube = connect(args, settings, log)
+    if isinstance(kube, int):
+        return kube
     concerns = CONCERNS if args.command == "reconcile" else (args.command,)
     try:
         summary = run_pass(

@@ -13,22 +13,19 @@ failed, 2 a configuration or usage problem.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from controller.config import ConfigProblems, Settings, load_config
+from controller.cli import USAGE_ERROR, common_options, connect, load
+from controller.config import ConfigProblems
 from controller.errors import ControllerError
 from controller.log import Log, configure
-from controller.observe.kube import KubeClient
 from controller.upgrade.report import format_acted, format_plan
 from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
 from controller.upgrade.settings import upgrade_settings
 
-CONFIG_ENV = "FLEETPLANE_CONFIG"
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
     "jobs, evict, restart the driver pod, validate the node with the NVML health check, "
@@ -37,41 +34,11 @@ DESCRIPTION = (
 )
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=os.environ.get(CONFIG_ENV),
-        help=f"rendered configuration document (JSON); default ${CONFIG_ENV}",
-    )
-    common.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file; default: in-cluster service account, else $KUBECONFIG",
-    )
-    common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
-    common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
-    common.add_argument(
-        "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
-    )
-    common.add_argument(
-        "--lease-name",
-        help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)",
-    )
-    common.add_argument(
-        "--now",
-        type=float,
-        help="decide as if at this time (epoch seconds): replays and tests; default the clock",
-    )
-    common.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
-    return common
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `upgrade` (with `status`, `run`, `clear`) to a command line's subparsers."""
-    common = _common()
+    common = common_options(
+        lease_name_help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)"
+    )
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "upgrade",
         help="Roll GPU driver upgrades node by node, with validation (status, run, clear).",
@@ -118,31 +85,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     configure(args.log_level)
     log = Log()
-    if args.config is None:
-        print(f"--config (or ${CONFIG_ENV}) is required", file=sys.stderr)
-        return 2
+    loaded = load(args, dry_run=getattr(args, "dry_run", None))
+    if isinstance(loaded, int):
+        return loaded
+    fleet, settings = loaded
     try:
-        fleet = load_config(args.config)
-        settings = Settings.from_config(
-            fleet,
-            opa_url=args.opa_url,
-            opa_ca_file=args.opa_ca_file,
-            dry_run=getattr(args, "dry_run", None),
-            lease_namespace=args.lease_namespace,
-            lease_name=args.lease_name,
-        )
         upgrade = upgrade_settings(fleet)
     except ConfigProblems as error:
         print(str(error), file=sys.stderr)
-        return 2
-    try:
-        kube = KubeClient.from_kubeconfig(
-            args.kubeconfig, timeout=settings.request_timeout_seconds * 3
-        )
-    except ControllerError as error:
-        log.error("kube.credentials", error=str(error))
-        print(f"no Kubernetes credentials: {error}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
+    kube = connect(args, settings, log)
+    if isinstance(kube, int):
+        return kube
     try:
         if args.upgrade_command == "status":
             plan = upgrade_status(kube, upgrade, now=args.now, log=log)

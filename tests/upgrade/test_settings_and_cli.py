@@ -10,6 +10,7 @@ import pytest
 
 from components.config import load_stack_config
 from components.render import render_opa_data, stack_file
+from controller.cli import CONFIG_ENV
 from controller.config import ConfigProblems, parse_config
 from controller.upgrade import cli
 from controller.upgrade.settings import upgrade_settings
@@ -103,6 +104,6 @@ def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_config_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv(cli.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
     assert cli.main(["status"]) == 2
     assert "--config" in capsys.readouterr().err
