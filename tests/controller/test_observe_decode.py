@@ -10,11 +10,8 @@ import copy
 import io
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import orjson
 import pytest
@@ -23,7 +20,7 @@ import simdjson
 from controller.config import Settings
 from controller.errors import PermanentError
 from controller.log import Log
-from controller.observe.kube import Credentials, KubeClient
+from controller.observe.kube import KubeClient
 from controller.observe.model import (
     DecodeError,
     accelerator_pod_from_api,
@@ -35,6 +32,7 @@ from controller.observe.model import (
 from controller.observe.snapshot import take_snapshot
 from controller.reconcile import run_pass
 from tests.controller.builders import GPU_TOLERATIONS, NOW, a_node, a_pod, fleet
+from tests.controller.fake_api import Query, serving
 
 
 def lazy(raw: Any) -> Any:
@@ -196,29 +194,12 @@ class FakeApi:
 def fake_api() -> Iterator[tuple[FakeApi, KubeClient]]:
     api = FakeApi({})
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            status, body = api.answer(url.path, parse_qs(url.query))
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(path: str, query: Query, _accept: str) -> tuple[int, str, bytes]:
+        status, body = api.answer(path, query)
+        return status, "application/json", body
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = KubeClient(Credentials(server=f"http://127.0.0.1:{server.server_address[1]}"))
-    try:
+    with serving(respond) as client:
         yield api, client
-    finally:
-        client.close()
-        server.shutdown()
-        server.server_close()
 
 
 def gpu_pods(count: int) -> list[dict[str, Any]]:

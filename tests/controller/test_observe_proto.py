@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import orjson
 import pytest
 
 from controller.errors import NotFoundError, PermanentError
 from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
-from controller.observe.kube import PROTOBUF, Credentials, KubeClient, object_path, pod_path
+from controller.observe.kube import PROTOBUF, KubeClient, object_path, pod_path
 from controller.observe.model import (
     DecodeError,
     accelerator_pod_from_api,
@@ -40,6 +37,7 @@ from controller.observe.proto import (
     pod_from_proto,
 )
 from tests.controller.builders import a_pod
+from tests.controller.fake_api import Query, serving
 from tools import k8sproto
 from tools.localcluster import LocalCluster
 
@@ -478,28 +476,12 @@ class FakeApi:
 def fake() -> Iterator[tuple[FakeApi, KubeClient]]:
     api = FakeApi()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            api.accepts.append(self.headers.get("Accept", ""))
-            status, content_type, body = api.answer(parse_qs(urlparse(self.path).query))
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(_path: str, query: Query, accept: str) -> tuple[int, str, bytes]:
+        api.accepts.append(accept)
+        return api.answer(query)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = KubeClient(Credentials(server=f"http://127.0.0.1:{server.server_address[1]}"))
-    try:
+    with serving(respond) as client:
         yield api, client
-    finally:
-        client.close()
-        server.shutdown()
-        server.server_close()
 
 
 def paged(pages: list[Any], *, expire: list[int] | None = None) -> Any:
