@@ -134,9 +134,11 @@ fast_common := {
 # description: >-
 #   The security rules hold: outside team namespaces there are none; inside,
 #   every image comes from an allowed registry and nothing is privileged,
-#   shares host namespaces or mounts hostPath volumes.
+#   shares host namespaces or mounts hostPath volumes. Team namespaces as the
+#   full rules see them (in_team: mapped to any value but false, null
+#   included), not by the team's name.
 fast_secure if {
-	fast_common.team == null
+	fast_common.in_team == false
 } else if {
 	c := fast_common
 	registries := data.fleetplane.config.registries

@@ -191,3 +191,20 @@ test_fast_path_leaves_registries_without_a_slash_to_the_full_rules if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
+
+# A namespace the configuration maps to null is a team namespace for the full
+# rules (`in_team_namespace` holds on any value but false), so their security
+# rules apply there: the fast path must not skip them.
+test_fast_path_applies_the_security_rules_in_a_namespace_mapped_to_null if {
+	privileged := testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "securityContext": {"privileged": true}}])
+	rev := testing.pod_in(privileged, "odd")
+	odd := object.union(testing.config, {"namespaces": {"odd": null}})
+	not admission.fast_allowed with input as rev
+		with data.fleetplane.config as odd
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	not admission.allowed with input as rev
+		with data.fleetplane.config as odd
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
