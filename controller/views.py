@@ -1,8 +1,8 @@
 """`view`: the dataclass of the objects a pass builds once per pod (tens of thousands of them).
 
 They are read-only by contract, and mypy enforces it: `view` is declared as a dataclass
-transform whose classes are frozen, so assigning a field is a type error. At run time they are
-plain slotted dataclasses, because a frozen dataclass sets each field through
+transform whose classes are frozen and keyword-only, so assigning a field is a type error. At
+run time they are plain slotted dataclasses, because a frozen dataclass sets each field through
 `object.__setattr__` in `__init__`, about five times slower than a plain one: at 50,000 pods,
 the five per-pod classes of a pass (`Pod`, `GpuSeries`, `PodEvidence`, `PodJudgement`,
 `PodCost`) cost about half a second more frozen.
@@ -14,29 +14,14 @@ class; none of these is hashable anyway (each holds a dict or one that does), ex
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar, dataclass_transform, overload
+from typing import TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
 
-@overload
-def view(cls: type[T], /) -> type[T]: ...
-
-
-@overload
-def view(*, kw_only: bool = True) -> Callable[[type[T]], type[T]]: ...
-
-
 @dataclass_transform(frozen_default=True, kw_only_default=True)
-def view(
-    cls: type[T] | None = None, /, *, kw_only: bool = True
-) -> type[T] | Callable[[type[T]], type[T]]:
+def view(cls: type[T]) -> type[T]:
     """`@dataclass(frozen=True, slots=True, kw_only=True)` for the type checker; the same
     without `frozen` at run time (see the module doc)."""
-
-    def wrap(cls: type[T]) -> type[T]:
-        return dataclass(slots=True, kw_only=kw_only)(cls)
-
-    return wrap if cls is None else wrap(cls)
+    return dataclass(slots=True, kw_only=True)(cls)
