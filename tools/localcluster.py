@@ -357,6 +357,11 @@ class LocalCluster:
             if _alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
+                # A killed process takes a moment to go (longer on a busy machine): `down`
+                # returns only once it has, so nothing is left running behind it.
+                killed = time.monotonic() + 10
+                while time.monotonic() < killed and _alive(pid):
+                    time.sleep(0.05)
         for proc in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
@@ -542,12 +547,19 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie child still answers kill(0); reap it if it is ours.
+    # A zombie still answers kill(0): reap it if it is ours; one of a cluster started by an
+    # earlier command (reparented to init) has exited all the same.
     with contextlib.suppress(ChildProcessError):
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return False
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False  # gone since kill(0)
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def _http_ok(url: str, *, context: ssl.SSLContext | None = None) -> bool:
