@@ -67,7 +67,8 @@ all ten once the cluster had settled after setup (the two over it ran at load 3.
 them while the API server spent 5.9 CPU-s). Memory stays at 250-320 MiB. The controller's CPU
 (2.8-4.5 s, starting Python included) is one core (the GIL); the API server's 1.9-5.9 s is the
 rest of the swing. An earlier round of this benchmark, before the changes listed next, took
-3.7-9.3 s (median 5.1 s); 2,000 nodes took 1.96-2.46 s then (not measured again).
+3.7-9.3 s (median 5.1 s). 2,000 nodes (20,000 pods, a fresh cluster; the first pass acts):
+2.26, 1.94, 1.65 and 2.31 s, 154-199 MiB, 69-169 API requests (1.96-2.46 s in that round).
 
 The latest changes, each measured with the bench's decision harness or the pass itself:
 - The per-pod objects of a pass (`Pod`, `GpuSeries`, `PodEvidence`, `PodJudgement`, `PodCost`)
