@@ -347,21 +347,13 @@ class LocalCluster:
             pid = pids.get(name)
             if pid is None:
                 continue
-            while time.monotonic() < deadline and _alive(pid):
-                proc = self.processes.get(name)
-                if proc is not None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=0.1)
-                else:
-                    time.sleep(0.1)
-            if _alive(pid):
+            proc = self.processes.get(name)
+            if not _gone_by(pid, deadline, proc):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 # A killed process takes a moment to go (longer on a busy machine): `down`
                 # returns only once it has, so nothing is left running behind it.
-                killed = time.monotonic() + 10
-                while time.monotonic() < killed and _alive(pid):
-                    time.sleep(0.05)
+                _gone_by(pid, time.monotonic() + 10, proc)
         for proc in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
@@ -540,6 +532,24 @@ class LocalCluster:
         return dict(json.loads(self.kubectl("get", *args, "-o", "json").stdout))
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (the state first); OSError when
+    there is no such process."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _gone_by(pid: int, until: float, proc: subprocess.Popen[bytes] | None) -> bool:
+    """Wait until the process has exited or the monotonic clock reaches `until`; whether it
+    has. `proc`: the process, when it is this one's child."""
+    while time.monotonic() < until and _alive(pid):
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.1)
+        else:
+            time.sleep(0.1)
+    return not _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -554,7 +564,7 @@ def _alive(pid: int) -> bool:
         if done == pid:
             return False
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = proc_stat(pid)[0]
     except FileNotFoundError:
         return False  # gone since kill(0)
     except (OSError, IndexError):

@@ -22,14 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.localcluster import BIN_DIR, ROOT, ClusterError, free_port, require_binaries
+from tools.localcluster import (
+    BIN_DIR,
+    ROOT,
+    ClusterError,
+    free_port,
+    proc_stat,
+    require_binaries,
+)
 
 POLICIES_DIR = ROOT / "policies"
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a running process so far (Linux /proc), for the benchmarks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.localcluster import ROOT
+from tools.localcluster import ROOT, proc_stat
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +32,10 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie left for the init process to reap is not running.
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split()[2] != "Z"
+    try:
+        return proc_stat(pid)[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
