@@ -245,52 +245,56 @@ def _judge_running(
     """`judge_pod` of a running pod whose workload type (`wt`) was looked up by the caller."""
     warned_at = annotation_number(pod, keys.IDLE_WARNED_AT)
     deadline = annotation_number(pod, keys.RECLAIM_DEADLINE)
+    verdict, reason, rule, facts = _verdict(pod, wt, evidence, now, rules, warned_at, deadline)
+    return PodJudgement(
+        pod=pod,
+        verdict=verdict,
+        reason=reason,
+        rule=rule,
+        facts=facts,
+        warned_at=warned_at,
+        deadline=deadline,
+    )
+
+
+def _verdict(
+    pod: Pod,
+    wt: WorkloadType | None,
+    evidence: PodEvidence | None,
+    now: float,
+    rules: EvidenceRules,
+    warned_at: float | None,
+    deadline: float | None,
+) -> tuple[Verdict, str, IdleRule | None, IdleFacts | None]:
+    """The steps of the module doc for a running pod: verdict, reason, the idle rule applied
+    and the facts judged (None where a step decides before them)."""
     if pod.exempt:
-        return PodJudgement(
-            pod=pod,
-            warned_at=warned_at,
-            deadline=deadline,
-            verdict=Verdict.EXEMPT,
-            reason=f"labelled {keys.EXEMPT}=true",
-        )
+        return Verdict.EXEMPT, f"labelled {keys.EXEMPT}=true", None, None
     if wt is None or wt.idle is None:
         reason = (
             f"workload type {pod.workload_type} has no idle rule"
             if wt is not None
             else f"no known {keys.WORKLOAD_TYPE} label ({pod.workload_type!r})"
         )
-        return PodJudgement(
-            pod=pod,
-            warned_at=warned_at,
-            deadline=deadline,
-            verdict=Verdict.NOT_RECLAIMABLE,
-            reason=reason,
-        )
+        return Verdict.NOT_RECLAIMABLE, reason, None, None
     rule = wt.idle
     running_for = now - (pod.started if pod.started is not None else now)
     if running_for < rule.window_seconds:
-        return PodJudgement(
-            pod=pod,
-            warned_at=warned_at,
-            deadline=deadline,
-            verdict=Verdict.NO_EVIDENCE,
-            reason=f"running for {running_for:.0f}s, less than the {rule.window_seconds}s window",
-            rule=rule,
+        return (
+            Verdict.NO_EVIDENCE,
+            f"running for {running_for:.0f}s, less than the {rule.window_seconds}s window",
+            rule,
+            None,
         )
     busy = busy_by_utilisation(pod, evidence, rule)
     if busy is not None:
-        # Most pods of a fleet end here: one constructor call, no intermediate dict.
-        return PodJudgement(
-            pod=pod, warned_at=warned_at, deadline=deadline, verdict=_BUSY, reason=busy, rule=rule
-        )
-    common: dict[str, Any] = {"pod": pod, "warned_at": warned_at, "deadline": deadline}
+        return _BUSY, busy, rule, None  # most pods of a fleet end here
     facts, missing = summarise_evidence(pod, evidence, rule, rules)
     if facts is None:
-        return PodJudgement(**common, verdict=Verdict.NO_EVIDENCE, reason=missing, rule=rule)
-    common.update(rule=rule, facts=facts)
+        return Verdict.NO_EVIDENCE, missing, rule, None
     busy = busy_signal(facts, rule, rules)
     if busy is not None:
-        return PodJudgement(**common, verdict=Verdict.BUSY, reason=busy)
+        return Verdict.BUSY, busy, rule, facts
     idle_for = (
         f"idle for the whole {rule.window_seconds}s window: peak utilisation "
         f"{facts.max_util_percent:g}% (threshold {rule.util_threshold_percent:g}%), "
@@ -298,22 +302,25 @@ def _judge_running(
     )
     if warned_at is None or not (now - rule.window_seconds <= warned_at <= now):
         again = "" if warned_at is None else " (the previous warning is outside the window)"
-        return PodJudgement(
-            **common,
-            verdict=Verdict.WARN,
-            reason=f"{idle_for}; reclaimable after {rule.grace_seconds}s{again}",
+        return (
+            Verdict.WARN,
+            f"{idle_for}; reclaimable after {rule.grace_seconds}s{again}",
+            rule,
+            facts,
         )
     effective_deadline = deadline if deadline is not None else warned_at + rule.grace_seconds
     if now < effective_deadline:
-        return PodJudgement(
-            **common,
-            verdict=Verdict.WAITING,
-            reason=f"{idle_for}; warned, reclaimable in {effective_deadline - now:.0f}s",
+        return (
+            Verdict.WAITING,
+            f"{idle_for}; warned, reclaimable in {effective_deadline - now:.0f}s",
+            rule,
+            facts,
         )
-    return PodJudgement(
-        **common,
-        verdict=Verdict.RECLAIM,
-        reason=f"{idle_for}; warned {now - warned_at:.0f}s ago, grace {rule.grace_seconds}s",
+    return (
+        Verdict.RECLAIM,
+        f"{idle_for}; warned {now - warned_at:.0f}s ago, grace {rule.grace_seconds}s",
+        rule,
+        facts,
     )
 
 
@@ -335,7 +342,7 @@ def plan_idle(
                 PodJudgement(pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}")
             )
             continue
-        wt = types.get(pod.labels.get(keys.WORKLOAD_TYPE) or "")
+        wt = types.get(pod.workload_type or "")
         found = (
             evidence.get(wt.idle.window_seconds, no_evidence).get((pod.namespace, pod.name))
             if wt is not None and wt.idle is not None
