@@ -16,7 +16,7 @@ controller cannot read is never acted upon, and the pass stops before deciding a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -194,21 +194,24 @@ def pod_demand(spec: Any) -> dict[str, int]:
         return found
 
     return effective_demand(
-        (of(c) for c in _array(spec, "containers", "spec")),
-        (
+        [of(c) for c in _array(spec, "containers", "spec")],
+        [
             (of(c), c.get("restartPolicy") == "Always")
             for c in _array(spec, "initContainers", "spec")
-        ),
+        ],
     )
 
 
 def effective_demand(
-    app: Iterable[dict[str, int]], init: Iterable[tuple[dict[str, int], bool]]
+    app: Sequence[dict[str, int]], init: Sequence[tuple[dict[str, int], bool]]
 ) -> dict[str, int]:
     """Kubernetes' effective request from per-container counts: the sum of the app containers
     and sidecars (init containers with restartPolicy Always, `init` pairs marked True), or the
     peak of one regular init container plus the sidecars started before it, whichever is larger
     (zeros dropped). Shared by the JSON and the protobuf views."""
+    if len(app) == 1 and not init:
+        # Most pods: one container, whose counts are the demand.
+        return {r: n for r, n in app[0].items() if n > 0}
     steady: dict[str, int] = {}
     for counts in app:
         for resource, n in counts.items():

@@ -160,15 +160,9 @@ def pod_demand(spec: Any) -> dict[str, int]:
     plus sidecar init containers, or the peak of one regular init container), counted by limit,
     then by request."""
 
-    containers = spec.containers
-    if len(containers) == 1 and not spec.initContainers:
-        # Most pods: one container, so its counts are the demand (zeros dropped, as by
-        # effective_demand), without the general arithmetic.
-        found = _container_demand(containers[0])
-        return {r: n for r, n in found.items() if n > 0} if found else found
     return effective_demand(
-        (_container_demand(c) for c in containers),
-        ((_container_demand(c), c.restartPolicy == "Always") for c in spec.initContainers),
+        [_container_demand(c) for c in spec.containers],
+        [(_container_demand(c), c.restartPolicy == "Always") for c in spec.initContainers],
     )
 
 
