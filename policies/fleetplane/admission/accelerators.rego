@@ -103,15 +103,12 @@ placement[i] := {
 	families := {lib.family(resource) | some resource, n in f.demand; n > 0}
 }
 
-# Node label keys that tell the models of a family apart (for messages; the
-# rules read them from model_choice).
-model_keys(family) := {m.node_label | some m in config.models; m.resource == family}
-
-# The models a template may land on: the keys of the family, the values the
-# template selects per key and the models they name. Models are looked up by
-# key and value for the values selected only: an index of every model, or the
-# keys of every family, would cost OPA a pass over config.models each per
-# review, and each element of such a pass costs about a dozen allocations.
+# The models a template may land on: the keys of the family (the node labels
+# that tell its models apart), the values the template selects per key and the
+# models they name. Models are looked up by key and value for the values
+# selected only: an index of every model, or the keys of every family, would
+# cost OPA a pass over config.models each per review, and each element of such
+# a pass costs about a dozen allocations.
 model_choice(spec, family) := {
 	"keys": keys,
 	"selection": selection,
@@ -141,14 +138,15 @@ deny contains msg if {
 	count(choice.selection) == 0
 	msg := sprintf(
 		"accelerator-model: %s asks for %s but selects no accelerator model; add %s (team default), or another allowed model: %s",
-		[f.where, family, default_model_hint(family), allowed_model_hint(family)],
+		[f.where, family, default_model_hint(family, choice.keys), allowed_model_hint(family)],
 	)
 }
 
-default_model_hint(family) := sprintf("nodeSelector %s: %s", [m.node_label, m.label_value]) if {
+# The team's default model of the family, else the family's node label keys.
+default_model_hint(family, keys) := sprintf("nodeSelector %s: %s", [m.node_label, m.label_value]) if {
 	m := config.models[team_config.default_model]
 	m.resource == family
-} else := sprintf("nodeSelector %s: <model>", [concat(" or ", sort(model_keys(family)))])
+} else := sprintf("nodeSelector %s: <model>", [concat(" or ", sort(keys))])
 
 allowed_model_hint(family) := concat(", ", sort([sprintf("%s=%s", [m.node_label, m.label_value]) |
 	some name in team_config.allowed_models
