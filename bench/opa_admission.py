@@ -22,8 +22,8 @@ Two phases, each after a warm-up:
 
 The client is a few raw sockets with the requests prepared up front (about 20 us of client
 CPU per decision): on a 2-core machine every client cycle is taken from OPA. OPA runs with
-the Go GC settings the components give it (`GOGC`, `GOMEMLIMIT`: see components/manifests.py);
-`--gogc`/`--gomemlimit` change them. Figures only: nothing here asserts timing.
+the Go GC settings and `opa run` flags the components give it (`OPA_GC_ENV`, `OPA_RUN_FLAGS`
+in components/manifests.py); `--gogc`/`--gomemlimit` change the former. Figures only: nothing here asserts timing.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from components.manifests import OPA_GC_ENV  # noqa: E402
+from components.manifests import OPA_GC_ENV, OPA_RUN_FLAGS  # noqa: E402
 from controller.replay.opa import KeepAliveConnection  # noqa: E402
 from tools.localcluster import free_port  # noqa: E402
 from tools.policydiff import DEFAULT_TRACE, generate_from_trace  # noqa: E402
@@ -170,6 +170,7 @@ def start_opa(
         "--disable-telemetry",
         "--ignore=*_test.rego",
         "--ignore=.*",
+        *OPA_RUN_FLAGS,
         *extra,
         str(policies),
         str(data_dir),
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--opa-arg",
         action="append",
-        help="extra `opa run` flag, e.g. --opa-arg=--optimize-store-for-read-speed (repeatable)",
+        help="extra `opa run` flag, e.g. --opa-arg=--log-level=debug (repeatable)",
     )
     parser.add_argument("--gogc", help="GOGC for OPA (default: the components' setting)")
     parser.add_argument("--gomemlimit", help="GOMEMLIMIT for OPA (default: the components')")

@@ -412,7 +412,7 @@ class LocalStack:
             path = work / "certs" / key
             path.write_bytes(base64.b64decode(secret[key]))
             path.chmod(0o600)
-        from components.manifests import OPA_GC_ENV
+        from components.manifests import OPA_GC_ENV, OPA_RUN_FLAGS
 
         host, port = _host_port(fleet.opa.external_url)
         addrs = [f"--addr=https://{host}:{port}"]
@@ -430,6 +430,7 @@ class LocalStack:
                 f"--tls-private-key-file={work / 'certs' / 'tls.key'}",
                 "--log-level=error",
                 "--disable-telemetry",
+                *OPA_RUN_FLAGS,
                 "--ignore=.*",
                 str(work / "policies"),
                 str(work / "data"),

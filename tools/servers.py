@@ -163,6 +163,8 @@ class OpaServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, timeout: float = 30.0) -> OpaServer:
+        from components.manifests import OPA_RUN_FLAGS  # the flags every OPA of the project gets
+
         binaries = _require(self.bin_dir, ("opa",))
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-opa-"))
@@ -174,6 +176,7 @@ class OpaServer:
                 "--server",
                 f"--addr=127.0.0.1:{port}",
                 "--log-level=error",
+                *OPA_RUN_FLAGS,
                 "--ignore=*_test.rego",
                 "--ignore=.*",
                 str(self.policies),

@@ -72,6 +72,8 @@ def test_policy_gate(
     assert container["image"] == "openpolicyagent/opa:1.22.2-static"
     assert "--tls-cert-file=/certs/tls.crt" in container["args"]
     assert "--addr=0.0.0.0:8443" in container["args"]
+    # data kept as AST values: evaluation does not convert the configuration on every lookup
+    assert "--optimize-store-for-read-speed" in container["args"]
     policy_volume = next(v for v in pod["volumes"] if v["name"] == "policies")
     assert {
         "key": "fleetplane__lib__keys.rego",
