@@ -22,10 +22,10 @@ main := {
 # description: >-
 #   uid echoes the request; status carries one message per violated rule,
 #   joined by newlines; warnings appear only when there are some. The common
-#   case is answered by the fast path (fleetplane.admission.fast_allowed),
+#   case is answered by the fast path (fleetplane.admission.fast_response),
 #   everything else by the full rules.
-response := object.union({"uid": admission.uid, "allowed": true}, fast_warnings) if {
-	admission.fast_allowed
+response := fast if {
+	fast := admission.fast_response
 } else := object.union(
 	{"uid": admission.uid, "allowed": admission.allowed},
 	object.union(status, warnings),
@@ -38,10 +38,6 @@ status := {} if {
 	"reason": "Forbidden",
 	"message": concat("\n", admission.messages),
 }}
-
-fast_warnings := {"warnings": admission.fast_warnings} if {
-	count(admission.fast_warnings) > 0
-} else := {}
 
 warnings := {"warnings": admission.warning_list} if {
 	count(admission.warning_list) > 0

@@ -1,16 +1,23 @@
 # Fast path: Most reviews the gate sees are the common case: a well-formed
 # CREATE of one pod template with app containers only, selected by
-# nodeSelector, inside the team's rules, limits and budget. fast_allowed
-# proves such a review is allowed without warnings in a few rules over the
-# request, where the explaining rules derive every fact, place and message
-# (several times the work: each rule and function call costs OPA far more
-# than an inline expression). Whenever it cannot prove it (anything unusual:
-# init containers, MIG slices, node affinity, several templates, an update, a
-# rule that might fire, a warning), it is false and system.main answers from
-# the full rules, which decide and explain. So it may be false for a review the
-# full rules allow, and must never be true for one they deny or warn about:
-# fast_test.rego and tests/policies/test_fast_path.py check exactly that on
-# every fixture, the review corpus and the trace.
+# nodeSelector, inside the team's rules, limits and budget. fast_response
+# proves such a review is allowed (with the budget warnings the full rules
+# would give) in two rules over the request, where the explaining rules derive
+# every fact, place and message. Whenever it cannot prove it (anything
+# unusual: init containers, MIG slices, node affinity, several templates, two
+# accelerator families, an update, a rule that might fire), it is undefined
+# and system.main answers from the full rules, which decide and explain. So it
+# may be undefined for a review the full rules allow, and must never answer
+# for one they deny, or with other warnings: fast_test.rego and
+# tests/policies/test_fast_path.py check exactly that on every fixture, the
+# review corpus and the trace.
+#
+# Written for OPA's evaluator, whose costs are uneven (measured per
+# expression): a reference compared with a constant costs ~0.15 us, a builtin
+# call whose result is compared ~0.7 us, a comprehension ~2 us, each rule or
+# function call ~1 us plus its body. So the checks are flat expressions in two
+# rule bodies, comprehensions only where a list must be walked, and functions
+# only where an else chain lets the common case skip work.
 package fleetplane.admission
 
 import data.fleetplane.budget
@@ -20,75 +27,70 @@ import data.fleetplane.lib.workloads
 
 # METADATA
 # description: >-
-#   True only for reviews the full rules allow without warnings (see the
-#   package comment). Accelerator-free workloads need the envelope, the shape
-#   and, in team namespaces, the security rules. Written as few rules as it
-#   can be: the first reference to a rule costs OPA about as much as a dozen
-#   inline expressions.
-fast_allowed if {
-	fast_common
-	fast_secure
+#   The AdmissionReview response (uid, allowed, and warnings when there are
+#   some) when the fast path proves the review allowed; undefined otherwise.
+fast_response := {"uid": input.request.uid, "allowed": true} if {
+	fast_warnings == []
+} else := {"uid": input.request.uid, "allowed": true, "warnings": fast_warnings} if {
 	fast_warnings
 }
 
 # METADATA
+# description: True only for reviews the full rules allow, with fast_warnings.
+fast_allowed if fast_warnings
+
+# METADATA
 # description: >-
-#   The single pod template of a well-formed CREATE, with what the fast rules
-#   read: team and in_team (as fleetplane.admission.team and
-#   in_team_namespace), spec, labels,
-#   annotations, replicas, deadlines (the positive ones that bound the pods),
-#   demand per resource of one pod (every accelerator resource mentioned,
-#   zeros included), selector and volumes.
-#   Undefined when anything is outside the common case.
-fast_common := {
-	"team": object.get(cfg.namespaces, ns, null),
-	"in_team": count([1 | cfg.namespaces[ns]]) == 1,
+#   What the fast rules read of a well-formed CREATE of one pod template whose
+#   containers pass the security rules (in team namespaces): namespace, spec,
+#   selector, labels, annotations, replicas, deadline (the bounding positive
+#   deadline, or null), resources (the whole-device accelerator resources the
+#   limits name) and counts (the device counts of those limits, one per
+#   container limit). Undefined when anything is outside the common case.
+fast_base := {
+	"namespace": ns,
 	"spec": spec,
+	"selector": selector,
 	"labels": labels,
 	"annotations": annotations,
 	"replicas": t.replicas,
-	"deadlines": deadlines,
-	"demand": {r: sum([n | some container_counts in counts; n := container_counts[r]]) |
-		some container_counts in counts
-		some r, _ in container_counts
-	},
-	"selector": selector,
-	"volumes": volumes,
+	"deadline": fast_deadline(t.deadline, object.get(spec, "activeDeadlineSeconds", null)),
+	"resources": {r | some limits in accelerators; some r, _ in limits},
+	"counts": [n | some limits in accelerators; some q in limits; n := workloads.parse_count(q)],
+	"limits": [1 | some limits in accelerators; some _ in limits],
 } if {
-	request := input.request
 	input.apiVersion == "admission.k8s.io/v1"
 	input.kind == "AdmissionReview"
+	request := input.request
+	request.operation == "CREATE"
 	is_string(request.uid)
 	request.uid != ""
-	request.operation == "CREATE"
 	object.get(request, "subResource", "") == ""
-	is_object(request.object)
+	obj := request.object
+	is_object(obj)
 	ns := request.namespace
 	is_string(ns)
 	ns != ""
-	cfg := data.fleetplane.config
-	is_object(cfg.namespaces)
+	namespaces := data.fleetplane.config.namespaces
+	is_object(namespaces)
 
-	# One template (kind_class is defined, so the kind is a gated one).
-	candidates := templates
-	count(candidates) == 1
-	t := candidates[0]
-	is_object(t.template)
-	spec := t.template.spec
+	# One template of a gated kind.
+	[t] := templates
+	template := t.template
+	is_object(template)
+	spec := template.spec
 	is_object(spec)
 	containers := spec.containers
 	is_array(containers)
 	count(containers) > 0
 	object.get(spec, "initContainers", []) == []
 	object.get(spec, "ephemeralContainers", []) == []
-	tolerations := object.get(spec, "tolerations", [])
-	is_array(tolerations)
-	volumes := object.get(spec, "volumes", [])
-	is_array(volumes)
+	is_array(object.get(spec, "tolerations", []))
+	is_array(object.get(spec, "volumes", []))
 	selector := object.get(spec, "nodeSelector", {})
 	is_object(selector)
 	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null) == null
-	metadata := object.get(t.template, "metadata", {})
+	metadata := object.get(template, "metadata", {})
 	labels := object.get(metadata, "labels", {})
 	is_object(labels)
 	annotations := object.get(metadata, "annotations", {})
@@ -96,16 +98,13 @@ fast_common := {
 	is_number(t.replicas)
 	t.replicas >= 0
 	t.replicas == floor(t.replicas)
-	deadlines := [d | some d in [t.deadline, object.get(spec, "activeDeadlineSeconds", null)]; d != null]
-	count([d | some d in deadlines; is_number(d); d > 0; d == floor(d)]) == count(deadlines)
 
-	# Containers: well formed; accelerator limits whole numbers; requests equal
-	# to their limits; no MIG slices (the full rules handle those). One pass:
-	# the device counts of each container's accelerator limits (requests of
-	# accelerators are among its limits, so the limits name every resource).
+	# Containers: well formed; no MIG slices (the full rules handle those);
+	# every accelerator request has a limit and equals it. One pass, keeping
+	# each container's accelerator limits.
 	whole := lib.accelerator_resources
 	mig := lib.mig_resource_prefix
-	counts := [container_counts |
+	accelerators := [object.filter(limits, whole) |
 		some c in containers
 		is_string(c.name)
 		c.name != ""
@@ -118,77 +117,110 @@ fast_common := {
 		is_object(requests)
 		not strings.any_prefix_match(object.keys(limits), mig)
 		not strings.any_prefix_match(object.keys(requests), mig)
-		count(object.keys(object.filter(requests, whole)) - object.keys(limits)) == 0
-		accelerators := object.filter(limits, whole)
-		container_counts := {r: n |
-			some r, q in accelerators
-			n := workloads.parse_count(q)
-			object.get(requests, r, q) == q
-		}
-		count(container_counts) == count(accelerators)
+		object.subset(limits, object.filter(requests, whole))
 	]
-	count(counts) == count(containers)
+	count(accelerators) == count(containers)
+
+	fast_secure(namespaces, ns, spec, containers)
 }
 
 # METADATA
 # description: >-
-#   The security rules hold: outside team namespaces there are none; inside,
-#   every image comes from an allowed registry and nothing is privileged,
-#   shares host namespaces or mounts hostPath volumes. Team namespaces as the
-#   full rules see them (in_team: mapped to any value but false, null
-#   included), not by the team's name.
-fast_secure if {
-	fast_common.in_team == false
-} else if {
-	c := fast_common
+#   The security rules hold: outside team namespaces (mapped to nothing or to
+#   false) there are none; inside (mapped to any other value, null included,
+#   as the full rules see them), every image comes from an allowed registry
+#   and nothing is privileged, shares host namespaces or mounts hostPath
+#   volumes.
+fast_secure(namespaces, ns, _, _) if not namespaces[ns]
+
+fast_secure(namespaces, ns, spec, containers) if {
+	namespaces[ns]
+	not spec.hostNetwork
+	not spec.hostPID
+	not spec.hostIPC
+	not fast_mounts_host_path(object.get(spec, "volumes", []))
 	registries := data.fleetplane.config.registries
 	is_array(registries)
 
-	# Registry entries that end with "/" are their own prefixes (see
-	# registry_prefix); a configuration with another entry takes the full
-	# rules. Counting comprehensions instead of every: OPA evaluates them
-	# for less.
-	count([r | some r in registries; endswith(r, "/")]) == count(registries)
-	count([container |
-		some container in c.spec.containers
-		strings.any_prefix_match(qualified_image(container.image), registries)
-		object.get(container, ["securityContext", "privileged"], false) != true
-	]) == count(c.spec.containers)
-	count([field | some field in ["hostNetwork", "hostPID", "hostIPC"]; c.spec[field] == true]) == 0
-	count([volume | some volume in c.volumes; volume.hostPath]) == 0
+	# Every registry entry names a host (contains "." or ":", or is
+	# localhost) and ends with "/" (see registry_prefix): then an image that
+	# starts with an entry is already qualified (qualified_image leaves it as
+	# it is) and is allowed. Any other configuration, or an image that only
+	# matches once qualified, takes the full rules.
+	count([r | some r in registries; regex.match(`^([^/]*[.:][^/]*|localhost)/(.*/)?$`, r)]) == count(registries)
+	count([c |
+		some c in containers
+		strings.any_prefix_match(c.image, registries)
+		not c.securityContext.privileged
+	]) == count(containers)
+}
+
+fast_mounts_host_path(volumes) if {
+	some volume in volumes
+	volume.hostPath
+}
+
+# The positive whole deadline that bounds the pods (the shorter of the
+# template's and the pod spec's), null when there is none; undefined when one
+# is not a positive whole number.
+fast_deadline(a, b) := null if {
+	a == null
+	b == null
+} else := b if {
+	a == null
+	fast_positive_whole(b)
+} else := a if {
+	b == null
+	fast_positive_whole(a)
+} else := min({a, b}) if {
+	fast_positive_whole(a)
+	fast_positive_whole(b)
+}
+
+fast_positive_whole(x) if {
+	is_number(x)
+	x > 0
+	x == floor(x)
 }
 
 # METADATA
 # description: >-
-#   The admission warnings, when the accelerator rules and the budget let the
-#   workload in (no warning for a workload that asks for no accelerator):
-#   known type and team, models selected by nodeSelector and allowed, size
-#   under the limit and the approval threshold, capacity type, priority
-#   class, checkpoint, idle timeout, and the budget: the team's spend plus
-#   this workload's estimate under the warning line (no warning), over it
-#   (the budget warning), or over the limit for a budget-exempt type (the
-#   exemption warning); over the limit otherwise is a denial, for the full
-#   rules. Undefined when the fast path cannot decide.
+#   The admission warnings, when the review is in fast_base's common case and
+#   the accelerator rules and the budget let the workload in: none for a
+#   workload that asks for no accelerator; otherwise known type and team,
+#   models selected by nodeSelector and allowed, size under the limit and the
+#   approval threshold, capacity type, priority class, checkpoint, idle
+#   timeout, and the budget: the team's spend plus this workload's estimate
+#   under the warning line (no warning), over it (the budget warning), or over
+#   the limit for a budget-exempt type (the exemption warning); over the limit
+#   otherwise is a denial, for the full rules. Undefined when the fast path
+#   cannot decide.
 fast_warnings := [] if {
-	count(fast_common.demand) == 0
+	fast_base.limits == []
 } else := warnings if {
-	c := fast_common
+	b := fast_base
 	cfg := data.fleetplane.config
-	spec := c.spec
+	spec := b.spec
+
+	# One accelerator family, every limit of it a whole count, some devices.
+	[r] := [r | some r in b.resources]
+	count(b.counts) == count(b.limits)
+	devices := sum(b.counts)
+	devices > 0
 
 	# Team, type and the configuration the rules read.
-	team := c.team
+	team := cfg.namespaces[b.namespace]
 	team_config := cfg.teams[team]
 	is_object(team_config)
 	is_array(team_config.allowed_models)
-	wt := c.labels[lib.keys.workload_type]
+	wt := b.labels[lib.keys.workload_type]
 	tc := cfg.workload_types[wt]
 	is_object(tc)
 	is_number(tc.max_accelerators)
 	is_array(tc.priority_classes)
 	is_boolean(tc.checkpoint_required_on_spot)
 	max_idle := tc.max_idle_timeout_seconds
-	true in {is_number(max_idle), max_idle == null}
+	fast_number_or_null(max_idle)
 	approval := cfg.approval
 	is_number(approval.threshold_accelerators)
 	is_array(approval.approved_ids)
@@ -196,49 +228,28 @@ fast_warnings := [] if {
 	# Priority class and idle timeout first: the rules reviews break most
 	# often, so a review the full rules will deny leaves the fast path early.
 	spec.priorityClassName in tc.priority_classes
-	count({1 |
-		is_number(max_idle)
-		not fast_idle_timeout(object.get(c.annotations, lib.keys.idle_timeout_seconds, null), max_idle)
-	}) == 0
+	not fast_idle_timeout_missing(max_idle, b.annotations)
 
 	# Size: under the type's limit and the approval threshold; no nodeName.
-	total := c.replicas * sum([n | some n in c.demand])
+	total := b.replicas * devices
 	total <= tc.max_accelerators
 	total < approval.threshold_accelerators
 	object.get(spec, "nodeName", "") == ""
 
-	# Capacity: where the pod may run, as the full rules see it.
-	placement := scheduling.spot_placement(spec)
-	pins := placement.pins_spot
-	opens := placement.opens_spot
+	# Capacity: where the pod may run, as the full rules see it (there is no
+	# required node affinity here).
+	[pins, opens] := fast_spot(b.selector, object.get(spec, "tolerations", []))
 	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
 	capacity := {true: "spot", false: "on-demand"}[pins]
+	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
 
-	# Checkpoint on spot.
-	count({1 |
-		[tc.checkpoint_required_on_spot, opens] == [true, true]
-		not checkpoint_uri(object.get(c.annotations, lib.keys.checkpoint_location, null))
-	}) == 0
-
-	# Models: the pod holds one accelerator resource (pods holding two
-	# families take the full rules); the nodeSelector picks models of its
-	# family, each one known, allowed for the team and priced. The price is
-	# that of the dearest, and the cost of this one resource is the estimate
-	# (no sum, which costs OPA as much as a product of floats).
-	[r] := [r | some r, n in c.demand; n > 0]
-	keys := {m.node_label | some m in cfg.models; m.resource == r}
-	selected := {[k, v] | some k in keys; v := c.selector[k]}
-	count(selected) > 0
-	family_prices := [price |
-		some [k, v] in selected
-		names := [name | some name, m in cfg.models; m.node_label == k; m.label_value == v]
-		count(names) == 1
-		names[0] in team_config.allowed_models
-		price := cfg.models[names[0]].price_per_hour_usd[capacity]
-		is_number(price)
-	]
-	count(family_prices) == count(selected)
-	price := max(family_prices)
+	# Model: the nodeSelector picks exactly one label of the family, and its
+	# value is exactly one known model, allowed for the team and priced.
+	count({m.node_label | some m in cfg.models; m.resource == r; _ = b.selector[m.node_label]}) == 1
+	[model] := [name | some name, m in cfg.models; m.resource == r; b.selector[m.node_label] == m.label_value]
+	model in team_config.allowed_models
+	price := cfg.models[model].price_per_hour_usd[capacity]
+	is_number(price)
 
 	# Budget: this month's spend plus the estimate at or under both lines.
 	month := budget.month(time.now_ns())
@@ -247,8 +258,8 @@ fast_warnings := [] if {
 	spent := {true: record.usd, false: 0}[record.month == month]
 	is_number(spent)
 	spent >= 0
-	seconds := array.concat(sort(c.deadlines), [tc.default_max_runtime_seconds])[0]
-	estimate := (((c.replicas * c.demand[r]) * price) * seconds) / 3600
+	seconds := fast_or(b.deadline, tc.default_max_runtime_seconds)
+	estimate := ((total * price) * seconds) / 3600
 	limit := team_config.monthly_budget_usd
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
@@ -259,6 +270,40 @@ fast_warnings := [] if {
 		team,
 		wt,
 	)
+}
+
+fast_number_or_null(x) if x == null
+
+fast_number_or_null(x) if is_number(x)
+
+fast_or(null, otherwise) := otherwise
+
+fast_or(x, _) := x if x != null
+
+# Where the pod may run without required node affinity (see
+# scheduling.spot_placement): [pins spot, opens spot].
+fast_spot(selector, tolerations) := [pins, pins] if {
+	tolerations == []
+	pins := count([k | some k, v in lib.spot_node_labels; selector[k] == v]) > 0
+} else := [pins, opens] if {
+	pins := count([k | some k, v in lib.spot_node_labels; selector[k] == v]) > 0
+	tolerated := count([t | some t in tolerations; scheduling.tolerates(t, lib.spot_taint)]) > 0
+	opens := true in {pins, tolerated}
+}
+
+fast_checkpoint_missing(true, true, annotations) if {
+	not checkpoint_uri(object.get(annotations, lib.keys.checkpoint_location, null))
+}
+
+fast_idle_timeout_missing(maximum, annotations) if {
+	is_number(maximum)
+	not fast_idle_timeout(object.get(annotations, lib.keys.idle_timeout_seconds, null), maximum)
+}
+
+fast_idle_timeout(value, maximum) if {
+	seconds := workloads.parse_count(value)
+	seconds > 0
+	seconds <= maximum
 }
 
 # The budget warnings of budget.rego (budget_warning), from the comparisons of
@@ -278,12 +323,6 @@ fast_budget_warnings(amounts, ratios, team, wt) := [] if {
 } else := [budget_warning(object.union(amounts, {"level": "warn"}), team, wt)] if {
 	amounts.total_usd > ratios.warn_ratio * amounts.budget_usd
 	amounts.total_usd <= ratios.deny_ratio * amounts.budget_usd
-}
-
-fast_idle_timeout(value, maximum) if {
-	seconds := workloads.parse_count(value)
-	seconds > 0
-	seconds <= maximum
 }
 
 # The spend document the controller publishes; a missing one means nothing is
