@@ -53,8 +53,8 @@ fast_base := {
 	"selector": selector,
 	"labels": labels,
 	"annotations": annotations,
-	"replicas": t.replicas,
-	"deadline": fast_deadline(t.deadline, object.get(spec, "activeDeadlineSeconds", null)),
+	"replicas": replicas,
+	"deadline": fast_deadline(deadline, object.get(spec, "activeDeadlineSeconds", null)),
 	"resources": {r | some limits in accelerators; some r, _ in limits},
 	"counts": [n | some limits in accelerators; some q in limits; n := workloads.parse_count(q)],
 	"limits": [1 | some limits in accelerators; some _ in limits],
@@ -63,8 +63,9 @@ fast_base := {
 	input.kind == "AdmissionReview"
 	request := input.request
 	request.operation == "CREATE"
-	is_string(request.uid)
-	request.uid != ""
+	uid := request.uid
+	is_string(uid)
+	uid != ""
 	object.get(request, "subResource", "") == ""
 	obj := request.object
 	is_object(obj)
@@ -75,8 +76,7 @@ fast_base := {
 	is_object(namespaces)
 
 	# One template of a gated kind.
-	[t] := templates
-	template := t.template
+	[template, replicas, deadline] := fast_template(request.kind, obj)
 	is_object(template)
 	spec := template.spec
 	is_object(spec)
@@ -95,9 +95,9 @@ fast_base := {
 	is_object(labels)
 	annotations := object.get(metadata, "annotations", {})
 	is_object(annotations)
-	is_number(t.replicas)
-	t.replicas >= 0
-	t.replicas == floor(t.replicas)
+	is_number(replicas)
+	replicas >= 0
+	replicas == floor(replicas)
 
 	# Containers: well formed; no MIG slices (the full rules handle those);
 	# every accelerator request has a limit and equals it. One pass, keeping
@@ -106,22 +106,36 @@ fast_base := {
 	mig := lib.mig_resource_prefix
 	accelerators := [object.filter(limits, whole) |
 		some c in containers
-		is_string(c.name)
-		c.name != ""
-		is_string(c.image)
-		c.image != ""
+		name := c.name
+		is_string(name)
+		name != ""
+		image := c.image
+		is_string(image)
+		image != ""
 		resources := object.get(c, "resources", {})
 		limits := object.get(resources, "limits", {})
 		is_object(limits)
 		requests := object.get(resources, "requests", {})
 		is_object(requests)
-		not strings.any_prefix_match(object.keys(limits), mig)
-		not strings.any_prefix_match(object.keys(requests), mig)
+		not strings.any_prefix_match(object.keys(object.union(limits, requests)), mig)
 		object.subset(limits, object.filter(requests, whole))
 	]
 	count(accelerators) == count(containers)
 
 	fast_secure(namespaces, ns, spec, containers)
+}
+
+# The template of a Pod or of a workload controller's spec.template as
+# [template, replicas, deadline] (workloads.templates, without its general
+# dispatch); the other gated kinds through `templates`, when they have one.
+fast_template(kind, obj) := [obj, 1, null] if {
+	kind.kind == "Pod"
+	kind.group == ""
+} else := [obj.spec.template, object.get(obj.spec, "replicas", 1), null] if {
+	kind.group == "apps"
+	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
+} else := [t.template, t.replicas, t.deadline] if {
+	[t] := templates
 }
 
 # METADATA
@@ -230,6 +244,13 @@ fast_warnings := [] if {
 	spec.priorityClassName in tc.priority_classes
 	not fast_idle_timeout_missing(max_idle, b.annotations)
 
+	# Model: the nodeSelector picks exactly one label of the family, and its
+	# value is exactly one known model, allowed for the team (its price, for
+	# the capacity type, below).
+	count({m.node_label | some m in cfg.models; m.resource == r; _ = b.selector[m.node_label]}) == 1
+	[model] := [name | some name, m in cfg.models; m.resource == r; b.selector[m.node_label] == m.label_value]
+	model in team_config.allowed_models
+
 	# Size: under the type's limit and the approval threshold; no nodeName.
 	total := b.replicas * devices
 	total <= tc.max_accelerators
@@ -243,11 +264,6 @@ fast_warnings := [] if {
 	capacity := {true: "spot", false: "on-demand"}[pins]
 	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
 
-	# Model: the nodeSelector picks exactly one label of the family, and its
-	# value is exactly one known model, allowed for the team and priced.
-	count({m.node_label | some m in cfg.models; m.resource == r; _ = b.selector[m.node_label]}) == 1
-	[model] := [name | some name, m in cfg.models; m.resource == r; b.selector[m.node_label] == m.label_value]
-	model in team_config.allowed_models
 	price := cfg.models[model].price_per_hour_usd[capacity]
 	is_number(price)
 
