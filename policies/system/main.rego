@@ -26,7 +26,11 @@ main := {
 #   everything else by the full rules.
 response := fast if {
 	fast := admission.fast_response
-} else := object.union(
+} else := full_response
+
+# METADATA
+# description: The response from the full rules alone.
+full_response := object.union(
 	{"uid": admission.uid, "allowed": admission.allowed},
 	object.union(status, warnings),
 )

@@ -1,9 +1,11 @@
 """The admission gate's fast path against its full rules, on the real OPA server.
 
-fleetplane.admission.fast_allowed answers the common case with a fraction of the work; its
-contract is one-way: wherever it says "allowed", the full rules allow, with the very warnings
-the fast path gives (so system.main, which answers from the fast path first, answers as they
-would; fast_test.rego checks the response itself). Checked here on every review of the corpus, on
+fleetplane.admission.fast_response answers the common case with a fraction of the work: the
+reviews it proves allowed, and those that break only the priority-class or idle-timeout rules.
+Its contract is one-way: wherever it answers, the full rules give the very same response
+(system.full_response: allowed, messages and warnings), so system.main, which answers from the
+fast path first, answers as they would; fast_allowed likewise implies that the full rules
+allow, with fast_warnings. Checked here on every review of the corpus, on
 requests generated from the trace, and on a single-field mutation of each of them that aims at
 one rule, each under several spend documents; plus a floor on how much of the clean traffic the
 fast path takes, so that it cannot quietly stop working.
@@ -174,25 +176,33 @@ def _spend_documents(config: Json) -> dict[str, Json]:
 
 
 def _evaluate(server: servers.OpaServer, reviews: list[Json]) -> list[Json]:
-    """fast_allowed, and the full rules' allowed and warnings, per review (one keep-alive
-    connection: a batch query with `with input as` costs OPA several times more)."""
+    """fast_allowed, fast_warnings and fast_response, and the full rules' allowed, warnings and
+    response, per review (one keep-alive connection: a batch query with `with input as` costs
+    OPA several times more)."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     results: list[Json] = []
     try:
         for review in reviews:
             body = json.dumps({"input": review})
             result: Json = {}
-            for rule in ("fast_allowed", "fast_warnings", "allowed", "warning_list"):
+            for rule in (
+                "fleetplane/admission/fast_allowed",
+                "fleetplane/admission/fast_warnings",
+                "fleetplane/admission/fast_response",
+                "fleetplane/admission/allowed",
+                "fleetplane/admission/warning_list",
+                "system/full_response",
+            ):
                 connection.request(
                     "POST",
-                    f"/v1/data/fleetplane/admission/{rule}",
+                    f"/v1/data/{rule}",
                     body=body,
                     headers={"Content-Type": "application/json"},
                 )
                 response = connection.getresponse()
                 payload = json.loads(response.read())
                 assert response.status == 200, payload
-                result[rule] = payload.get("result")
+                result[rule.rsplit("/", 1)[1]] = payload.get("result")
             results.append(result)
     finally:
         connection.close()
@@ -204,17 +214,21 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return production_shaped_trace(tmp_path_factory.mktemp("trace") / "pods.csv", 150)
 
 
-def test_fast_path_only_allows_what_the_full_rules_allow(
+def test_fast_path_answers_as_the_full_rules(
     gate: Any, fleet_config: Json, trace: Path
 ) -> None:
     reviews = _reviews(fleet_config, trace)
     assert len(reviews) > 800
-    taken = allowed = warned = 0
+    taken = allowed = warned = denied = 0
     try:
         for spend_name, spend in _spend_documents(fleet_config).items():
             gate.server.put_data("fleetplane/spend", spend)
             for review, result in zip(reviews, _evaluate(gate.server, reviews), strict=True):
                 allowed += result["allowed"] is True
+                fast = result["fast_response"]
+                if fast is not None:
+                    assert fast == result["full_response"], (review["request"]["uid"], spend_name)
+                    denied += fast["allowed"] is False
                 if result["fast_allowed"] is not True:
                     continue
                 taken += 1
@@ -230,6 +244,8 @@ def test_fast_path_only_allows_what_the_full_rules_allow(
     # node affinity or several templates, which only the full rules handle), warnings too.
     assert taken >= 0.6 * allowed, (taken, allowed)
     assert warned > 0
+    # ... and denies the reviews that break only the priority-class or idle-timeout rules.
+    assert denied > 0
 
 
 def test_mutations_reach_the_rules(fleet_config: Json) -> None:

@@ -247,11 +247,15 @@ deny contains msg if {
 	judged
 	some f in facts
 	not priority_allowed(f)
-	msg := sprintf(
-		"priority-class: %s has priorityClassName %s; %s workloads must use one of: %s",
-		[f.where, json.marshal(object.get(f.spec, "priorityClassName", null)), workload_type, concat(", ", type_config.priority_classes)],
-	)
+	msg := priority_class_message(f.where, f.spec, workload_type, type_config.priority_classes)
 }
+
+# METADATA
+# description: The priority-class denial (the fast path gives the same).
+priority_class_message(where, spec, type_name, classes) := sprintf(
+	"priority-class: %s has priorityClassName %s; %s workloads must use one of: %s",
+	[where, json.marshal(object.get(spec, "priorityClassName", null)), type_name, concat(", ", classes)],
+)
 
 priority_allowed(f) if f.spec.priorityClassName in type_config.priority_classes
 
@@ -284,11 +288,15 @@ deny contains msg if {
 	is_number(maximum)
 	some f in facts
 	not declares_idle_timeout(f, maximum)
-	msg := sprintf(
-		"idle-timeout: %s workloads must declare an idle timeout; set annotation %s on %s to a whole number of seconds from 1 to %d",
-		[workload_type, lib.keys.idle_timeout_seconds, f.where, maximum],
-	)
+	msg := idle_timeout_message(workload_type, f.where, maximum)
 }
+
+# METADATA
+# description: The idle-timeout denial (the fast path gives the same).
+idle_timeout_message(type_name, where, maximum) := sprintf(
+	"idle-timeout: %s workloads must declare an idle timeout; set annotation %s on %s to a whole number of seconds from 1 to %d",
+	[type_name, lib.keys.idle_timeout_seconds, where, maximum],
+)
 
 declares_idle_timeout(f, maximum) if {
 	seconds := workloads.parse_count(f.annotations[lib.keys.idle_timeout_seconds])

@@ -27,17 +27,35 @@ import data.fleetplane.lib.workloads
 
 # METADATA
 # description: >-
-#   The AdmissionReview response (uid, allowed, and warnings when there are
-#   some) when the fast path proves the review allowed; undefined otherwise.
+#   The AdmissionReview response (uid, allowed, status when denied, warnings
+#   when there are some), exactly as the full rules would build it, when the
+#   fast path can decide; undefined otherwise.
 fast_response := {"uid": input.request.uid, "allowed": true} if {
-	fast_warnings == []
-} else := {"uid": input.request.uid, "allowed": true, "warnings": fast_warnings} if {
-	fast_warnings
+	fast_verdict == {"denials": [], "warnings": []}
+} else := {"uid": input.request.uid, "allowed": true, "warnings": fast_verdict.warnings} if {
+	fast_verdict.denials == []
+} else := object.union(
+	{"uid": input.request.uid, "allowed": false, "status": {
+		"code": 403,
+		"reason": "Forbidden",
+		"message": concat("\n", sort(fast_verdict.denials)),
+	}},
+	fast_warning_field(fast_verdict.warnings),
+) if {
+	fast_verdict
 }
+
+fast_warning_field([]) := {}
+
+fast_warning_field(warnings) := {"warnings": warnings} if warnings != []
 
 # METADATA
 # description: True only for reviews the full rules allow, with fast_warnings.
-fast_allowed if fast_warnings
+fast_allowed if fast_verdict.denials == []
+
+# METADATA
+# description: The warnings of a review fast_allowed allows.
+fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 
 # METADATA
 # description: >-
@@ -49,6 +67,7 @@ fast_allowed if fast_warnings
 #   container limit). Undefined when anything is outside the common case.
 fast_base := {
 	"namespace": ns,
+	"where": where,
 	"spec": spec,
 	"selector": selector,
 	"labels": labels,
@@ -76,7 +95,7 @@ fast_base := {
 	is_object(namespaces)
 
 	# One template of a gated kind.
-	[template, replicas, deadline] := fast_template(request.kind, obj)
+	[where, template, replicas, deadline] := fast_template(request.kind, obj)
 	is_object(template)
 	spec := template.spec
 	is_object(spec)
@@ -126,15 +145,16 @@ fast_base := {
 }
 
 # The template of a Pod or of a workload controller's spec.template as
-# [template, replicas, deadline] (workloads.templates, without its general
-# dispatch); the other gated kinds through `templates`, when they have one.
-fast_template(kind, obj) := [obj, 1, null] if {
+# [where, template, replicas, deadline] (workloads.templates, without its
+# general dispatch); the other gated kinds through `templates`, when they
+# have one.
+fast_template(kind, obj) := ["pod", obj, 1, null] if {
 	kind.kind == "Pod"
 	kind.group == ""
-} else := [obj.spec.template, object.get(obj.spec, "replicas", 1), null] if {
+} else := ["spec.template", obj.spec.template, object.get(obj.spec, "replicas", 1), null] if {
 	kind.group == "apps"
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
-} else := [t.template, t.replicas, t.deadline] if {
+} else := [t.where, t.template, t.replicas, t.deadline] if {
 	[t] := templates
 }
 
@@ -209,9 +229,9 @@ fast_positive_whole(x) if {
 #   the limit for a budget-exempt type (the exemption warning); over the limit
 #   otherwise is a denial, for the full rules. Undefined when the fast path
 #   cannot decide.
-fast_warnings := [] if {
+fast_verdict := {"denials": [], "warnings": []} if {
 	fast_base.limits == []
-} else := warnings if {
+} else := {"denials": denials, "warnings": warnings} if {
 	b := fast_base
 	cfg := data.fleetplane.config
 	spec := b.spec
@@ -241,8 +261,10 @@ fast_warnings := [] if {
 
 	# Priority class and idle timeout first: the rules reviews break most
 	# often, so a review the full rules will deny leaves the fast path early.
-	spec.priorityClassName in tc.priority_classes
-	not fast_idle_timeout_missing(max_idle, b.annotations)
+	denials := array.concat(
+		fast_priority_denial(spec, tc.priority_classes, b.where, wt),
+		fast_idle_timeout_denial(max_idle, b.annotations, b.where, wt),
+	)
 
 	# Model: the nodeSelector picks exactly one label of the family, and its
 	# value is exactly one known model, allowed for the team (its price, for
@@ -311,10 +333,18 @@ fast_checkpoint_missing(true, true, annotations) if {
 	not checkpoint_uri(object.get(annotations, lib.keys.checkpoint_location, null))
 }
 
-fast_idle_timeout_missing(maximum, annotations) if {
-	is_number(maximum)
-	not fast_idle_timeout(object.get(annotations, lib.keys.idle_timeout_seconds, null), maximum)
-}
+# The two rules reviews break most often, judged here with the full rules'
+# messages (priority_class_message, idle_timeout_message) so that such a
+# review is denied without them: [] when the rule holds, [message] when not.
+fast_priority_denial(spec, classes, where, wt) := [] if {
+	spec.priorityClassName in classes
+} else := [priority_class_message(where, spec, wt, classes)]
+
+fast_idle_timeout_denial(maximum, annotations, where, wt) := [] if {
+	maximum == null
+} else := [] if {
+	fast_idle_timeout(object.get(annotations, lib.keys.idle_timeout_seconds, null), maximum)
+} else := [idle_timeout_message(wt, where, maximum)]
 
 fast_idle_timeout(value, maximum) if {
 	seconds := workloads.parse_count(value)

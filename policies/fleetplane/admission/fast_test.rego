@@ -208,3 +208,51 @@ test_fast_path_applies_the_security_rules_in_a_namespace_mapped_to_null if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
+
+# A review that breaks only the priority-class or the idle-timeout rule is
+# denied by the fast path with the full rules' response; one that breaks
+# another rule too is left to them.
+answers(rev, rule) := answer if {
+	answer := data.system[rule] with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+idle_timeout_missing := testing.with_annotations(testing.notebook, {"fleetplane.dev/idle-timeout-seconds": "0"})
+
+fast_denials := {
+	"another type's priority class": refused_cases["another type's priority class"],
+	"idle timeout of zero": testing.pod(idle_timeout_missing),
+	"idle timeout too long": testing.statefulset(testing.with_annotations(testing.notebook, {"fleetplane.dev/idle-timeout-seconds": "999999"}), 1),
+}
+
+test_fast_path_denies_like_the_full_rules[name] if {
+	some name, rev in fast_denials
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	fast.allowed == false
+	fast == answers(rev, "full_response")
+	answers(rev, "main").response == fast
+}
+
+test_fast_path_gives_both_denials_like_the_full_rules if {
+	rev := testing.pod(testing.with_spec(idle_timeout_missing, {"priorityClassName": "fleetplane-training"}))
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	count(split(fast.status.message, "\n")) == 2
+	fast == answers(rev, "full_response")
+}
+
+test_fast_path_leaves_other_broken_rules_to_the_full_rules if {
+	rev := testing.pod(testing.with_spec(training, {"priorityClassName": "fleetplane-notebook", "nodeName": "gpu-0"}))
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	answers(rev, "full_response").allowed == false
+}
