@@ -112,18 +112,23 @@ placement[i] := {
 model_choice(spec, family) := {
 	"keys": keys,
 	"selection": selection,
-	"models": {name | some [key, value, names] in named; some name in names},
-	"unknown": {[key, value] | some [key, value, names] in named; count(names) == 0},
+	"models": {name |
+		some key, values in selection
+		some name, m in config.models
+		m.node_label == key
+		m.label_value in values
+	},
+	"unknown": {[key, value] |
+		some key, values in selection
+		some value in values
+		count([m | some m in config.models; m.node_label == key; m.label_value == value]) == 0
+	},
 } if {
 	keys := {m.node_label | some m in config.models; m.resource == family}
 	selection := {key: values |
 		some key in keys
 		values := scheduling.label_values(spec, key)
 	}
-	named := [[key, value, [name | some name, m in config.models; m.node_label == key; m.label_value == value]] |
-		some key, values in selection
-		some value in values
-	]
 }
 
 # A workload that selects no model could be scheduled on any model, so the

@@ -307,12 +307,12 @@ accelerator_workload if {
 # METADATA
 # description: The workload type shared by every pod template; undefined unless exactly one.
 workload_type := only if {
-	declared := {t | some f in facts; t := f.labels[lib.keys.workload_type]}
-	count(declared) == 1
-	some only in declared
-	every f in facts {
-		f.labels[lib.keys.workload_type] == only
-	}
+	# Every template labelled, and no label other than the first one's:
+	# counting comprehensions, which OPA evaluates for less than every.
+	labelled := [t | some f in facts; t := f.labels[lib.keys.workload_type]]
+	count(labelled) == count(facts)
+	only := labelled[0]
+	count([t | some t in labelled; t != only]) == 0
 	_ = config.workload_types[only]
 }
 
@@ -339,9 +339,9 @@ evaluated if {
 	budget_evaluated
 }
 
+# shapes_ok holds only when every template gave a fact.
 derived if {
 	mode != "none"
-	count(facts) == count(templates)
 	shapes_ok
 	is_number(total_devices)
 }

@@ -56,13 +56,16 @@ term_constrains(term, key) if {
 #   pod asks for spot in any way: it pins spot, an affinity term admits a spot
 #   value, or it tolerates the spot taint). One function with the checks
 #   inline: the gate calls it for every template, and each call costs OPA far
-#   more than an inline expression. The first branch is the common case
-#   (no required affinity, no tolerations): only a spot node selector can
-#   pin or open spot then, so the general branch's empty loops are skipped.
-spot_placement(spec) := {"pins_spot": pins, "opens_spot": pins} if {
-	required_terms(spec) == []
-	count(object.get(spec, "tolerations", [])) == 0
-	pins := count([k | some k, v in lib.spot_node_labels; spec.nodeSelector[k] == v]) > 0
+#   more than an inline expression. The first branch is the common case (no
+#   required affinity): only a spot node selector can pin spot then, and only
+#   it or a toleration of the spot taint can open it, so the general branch's
+#   empty loops are skipped. The node selector is walked rather than the spot
+#   labels: it holds fewer entries.
+spot_placement(spec) := {"pins_spot": pins, "opens_spot": opens} if {
+	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"], []) == []
+	spot := lib.spot_node_labels
+	pins := count([k | some k, v in spec.nodeSelector; spot[k] == v]) > 0
+	opens := true in {pins, count([t | some t in spec.tolerations; tolerates(t, lib.spot_taint)]) > 0}
 } else := {"pins_spot": pins, "opens_spot": opens} if {
 	terms := required_terms(spec)
 	selector_pins := count([k | some k, v in lib.spot_node_labels; spec.nodeSelector[k] == v]) > 0
