@@ -265,7 +265,7 @@ fact(t) := {
 	"demand": demand,
 	"devices": sum([n | some n in demand]),
 	"well_formed": workloads.template_ok(t, entries),
-	"quantities_ok": count({1 | workloads.quantities_ok(entries)}) == 1,
+	"quantities_ok": workloads.quantities_ok(entries),
 } if {
 	metadata := object.get(t.template, "metadata", {})
 	spec := object.get(t.template, "spec", {})

@@ -165,12 +165,14 @@ template_ok(t, entries) if {
 	is_object(object.get(metadata, "annotations", {}))
 	count([e |
 		some e in entries
-		is_string(e.container.name)
-		e.container.name != ""
-		is_string(e.container.image)
-		e.container.image != ""
-		is_object(object.get(object.get(e.container, "resources", {}), "limits", {}))
-		is_object(object.get(object.get(e.container, "resources", {}), "requests", {}))
+		c := e.container
+		is_string(c.name)
+		c.name != ""
+		is_string(c.image)
+		c.image != ""
+		resources := object.get(c, "resources", {})
+		is_object(object.get(resources, "limits", {}))
+		is_object(object.get(resources, "requests", {}))
 	]) == count(entries)
 	is_number(t.replicas)
 	t.replicas >= 0
@@ -261,15 +263,15 @@ parse_count(q) := q if is_whole(q)
 # METADATA
 # description: >-
 #   True when every accelerator quantity parses and every request equals its
-#   limit: the fast path; the problem functions below explain a false. Counting
-#   comprehensions: OPA evaluates them for less than every.
+#   limit, false otherwise: the fast path; the problem functions below explain
+#   a false. Counting comprehensions: OPA evaluates them for less than every.
 quantities_ok(entries) if {
 	count([e |
 		some e in entries
 		count(e.counts) == count(e.limits)
 		count([r | some r, q in e.requests; parse_count(q) == e.counts[r]]) == count(e.requests)
 	]) == count(entries)
-}
+} else := false
 
 # METADATA
 # description: >-
