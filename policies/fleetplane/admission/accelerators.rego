@@ -141,11 +141,15 @@ deny contains msg if {
 	some family, choice in placement[i].families
 	count(choice.keys) > 0
 	count(choice.selection) == 0
-	msg := sprintf(
-		"accelerator-model: %s asks for %s but selects no accelerator model; add %s (team default), or another allowed model: %s",
-		[f.where, family, default_model_hint(family, choice.keys), allowed_model_hint(family)],
-	)
+	msg := model_selection_message(f.where, family, choice.keys)
 }
+
+# METADATA
+# description: The denial of a workload that selects no model (the fast path gives the same).
+model_selection_message(where, family, keys) := sprintf(
+	"accelerator-model: %s asks for %s but selects no accelerator model; add %s (team default), or another allowed model: %s",
+	[where, family, default_model_hint(family, keys), allowed_model_hint(family)],
+)
 
 # The team's default model of the family, else the family's node label keys.
 default_model_hint(family, keys) := sprintf("nodeSelector %s: %s", [m.node_label, m.label_value]) if {

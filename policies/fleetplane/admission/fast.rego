@@ -68,6 +68,7 @@ fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 fast_base := {
 	"namespace": ns,
 	"where": where,
+	"denials": image_denials,
 	"spec": spec,
 	"selector": selector,
 	"labels": labels,
@@ -141,7 +142,7 @@ fast_base := {
 	]
 	count(accelerators) == count(containers)
 
-	fast_secure(namespaces, ns, spec, containers)
+	image_denials := fast_image_denials(namespaces, ns, where, spec, containers)
 }
 
 # The template of a Pod or of a workload controller's spec.template as
@@ -160,33 +161,40 @@ fast_template(kind, obj) := ["pod", obj, 1, null] if {
 
 # METADATA
 # description: >-
-#   The security rules hold: outside team namespaces (mapped to nothing or to
+#   The security rules: outside team namespaces (mapped to nothing or to
 #   false) there are none; inside (mapped to any other value, null included,
-#   as the full rules see them), every image comes from an allowed registry
-#   and nothing is privileged, shares host namespaces or mounts hostPath
-#   volumes.
-fast_secure(namespaces, ns, _, _) if not namespaces[ns]
-
-fast_secure(namespaces, ns, spec, containers) if {
-	namespaces[ns]
+#   as the full rules see them), nothing may be privileged, share host
+#   namespaces or mount hostPath volumes, and each image from a registry that
+#   is not allowed is denied with the full rules' message (image_registry_message).
+#   Undefined when a rule other than the registry one would fire, or the
+#   registries are configured in a way the fast path does not read.
+fast_image_denials(namespaces, ns, where, spec, containers) := [] if {
+	not namespaces[ns]
+} else := denials if {
 	not spec.hostNetwork
 	not spec.hostPID
 	not spec.hostIPC
 	not fast_mounts_host_path(object.get(spec, "volumes", []))
+	not fast_privileged(containers)
 	registries := data.fleetplane.config.registries
 	is_array(registries)
 
 	# Every registry entry names a host (contains "." or ":", or is
 	# localhost) and ends with "/" (see registry_prefix): then an image that
 	# starts with an entry is already qualified (qualified_image leaves it as
-	# it is) and is allowed. Any other configuration, or an image that only
-	# matches once qualified, takes the full rules.
+	# it is) and is allowed; any other image is allowed when its qualified
+	# name starts with one. Any other configuration takes the full rules.
 	count([r | some r in registries; regex.match(`^([^/]*[.:][^/]*|localhost)/(.*/)?$`, r)]) == count(registries)
-	count([c |
-		some c in containers
-		strings.any_prefix_match(c.image, registries)
-		not c.securityContext.privileged
-	]) == count(containers)
+	denials := [image_registry_message(workloads.container_where(where, {"list": "containers", "container": c, "index": i}), c.image) |
+		some i, c in containers
+		not strings.any_prefix_match(c.image, registries)
+		not strings.any_prefix_match(qualified_image(c.image), registries)
+	]
+}
+
+fast_privileged(containers) if {
+	some c in containers
+	c.securityContext.privileged
 }
 
 fast_mounts_host_path(volumes) if {
@@ -229,7 +237,7 @@ fast_positive_whole(x) if {
 #   the limit for a budget-exempt type (the exemption warning); over the limit
 #   otherwise is a denial, for the full rules. Undefined when the fast path
 #   cannot decide.
-fast_verdict := {"denials": [], "warnings": []} if {
+fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_base.limits == []
 } else := {"denials": denials, "warnings": warnings} if {
 	b := fast_base
@@ -259,20 +267,6 @@ fast_verdict := {"denials": [], "warnings": []} if {
 	is_number(approval.threshold_accelerators)
 	is_array(approval.approved_ids)
 
-	# Priority class and idle timeout first: the rules reviews break most
-	# often, so a review the full rules will deny leaves the fast path early.
-	denials := array.concat(
-		fast_priority_denial(spec, tc.priority_classes, b.where, wt),
-		fast_idle_timeout_denial(max_idle, b.annotations, b.where, wt),
-	)
-
-	# Model: the nodeSelector picks exactly one label of the family, and its
-	# value is exactly one known model, allowed for the team (its price, for
-	# the capacity type, below).
-	count({m.node_label | some m in cfg.models; m.resource == r; _ = b.selector[m.node_label]}) == 1
-	[model] := [name | some name, m in cfg.models; m.resource == r; b.selector[m.node_label] == m.label_value]
-	model in team_config.allowed_models
-
 	# Size: under the type's limit and the approval threshold; no nodeName.
 	total := b.replicas * devices
 	total <= tc.max_accelerators
@@ -286,8 +280,18 @@ fast_verdict := {"denials": [], "warnings": []} if {
 	capacity := {true: "spot", false: "on-demand"}[pins]
 	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
 
-	price := cfg.models[model].price_per_hour_usd[capacity]
+	# Model: one allowed model selected, or none (a denial); its price.
+	[model_denials, price] := fast_model(r, b.selector, team_config, capacity, b.where)
 	is_number(price)
+
+	# The rules reviews break most often, with the full rules' messages.
+	denials := array.concat(
+		array.concat(b.denials, model_denials),
+		array.concat(
+			fast_priority_denial(spec, tc.priority_classes, b.where, wt),
+			fast_idle_timeout_denial(max_idle, b.annotations, b.where, wt),
+		),
+	)
 
 	# Budget: this month's spend plus the estimate at or under both lines.
 	month := budget.month(time.now_ns())
@@ -308,6 +312,23 @@ fast_verdict := {"denials": [], "warnings": []} if {
 		team,
 		wt,
 	)
+}
+
+# The model of the family the nodeSelector picks, as [denials, price per
+# hour]: exactly one label of the family selected, its value exactly one known
+# model, allowed for the team; or no label of the family selected, denied with
+# the full rules' message (model_selection_message) and priced as they price
+# it (the team's default model, else the family's dearest). Undefined
+# otherwise (the full rules explain).
+fast_model(r, selector, team_config, capacity, where) := [[], models[model].price_per_hour_usd[capacity]] if {
+	models := data.fleetplane.config.models
+	count({m.node_label | some m in models; m.resource == r; _ = selector[m.node_label]}) == 1
+	[model] := [name | some name, m in models; m.resource == r; selector[m.node_label] == m.label_value]
+	model in team_config.allowed_models
+} else := [[model_selection_message(where, r, keys)], price({"families": {r: {"models": []}}, "capacity": capacity}, r)] if {
+	keys := {m.node_label | some m in data.fleetplane.config.models; m.resource == r}
+	count(keys) > 0
+	count({k | some k in keys; _ = selector[k]}) == 0
 }
 
 fast_number_or_null(x) if x == null

@@ -225,6 +225,25 @@ fast_denials := {
 	"another type's priority class": refused_cases["another type's priority class"],
 	"idle timeout of zero": testing.pod(idle_timeout_missing),
 	"idle timeout too long": testing.statefulset(testing.with_annotations(testing.notebook, {"fleetplane.dev/idle-timeout-seconds": "999999"}), 1),
+	"image from docker hub": refused_cases["image from docker hub"],
+	"accelerator image from docker hub": testing.deployment(testing.replace_spec(testing.inference, "containers", [testing.container("main", {"nvidia.com/gpu": "1"}), {"name": "proxy", "image": "envoy:1"}]), 1),
+	"no model selected": refused_cases["no model selected"],
+}
+
+# An image that only matches an allowed registry once qualified (docker.io
+# for a single name) is allowed by the fast path, as by the full rules.
+test_fast_path_allows_an_image_allowed_once_qualified if {
+	rev := testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "python:3"}]}))
+	hub := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["docker.io/library/"])})
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as hub
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	fast == {"uid": rev.request.uid, "allowed": true}
+	admission.allowed with input as rev
+		with data.fleetplane.config as hub
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
 }
 
 test_fast_path_denies_like_the_full_rules[name] if {
@@ -255,4 +274,19 @@ test_fast_path_leaves_other_broken_rules_to_the_full_rules if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	answers(rev, "full_response").allowed == false
+}
+
+# A registry entry whose first part is no host ("team/" is docker.io/team/
+# once qualified) is left to the full rules, which deny an image under it.
+test_fast_path_leaves_registries_without_a_host_to_the_full_rules if {
+	rev := testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "team/web:1"}]}))
+	odd := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["team/"])})
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as odd
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	not admission.allowed with input as rev
+		with data.fleetplane.config as odd
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
 }

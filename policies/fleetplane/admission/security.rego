@@ -40,11 +40,15 @@ deny contains msg if {
 	image := entry.container.image
 	is_string(image)
 	not allowed_image(image)
-	msg := sprintf(
-		"image-registry: %s uses image %q from a registry that is not allowed; use an image from: %s",
-		[workloads.container_where(where, entry), image, concat(", ", config.registries)],
-	)
+	msg := image_registry_message(workloads.container_where(where, entry), image)
 }
+
+# METADATA
+# description: The image-registry denial (the fast path gives the same).
+image_registry_message(container, image) := sprintf(
+	"image-registry: %s uses image %q from a registry that is not allowed; use an image from: %s",
+	[container, image, concat(", ", config.registries)],
+)
 
 deny contains msg if {
 	some [where, entry] in checked_containers
