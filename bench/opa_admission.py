@@ -14,10 +14,12 @@ Two phases, each after a warm-up:
 
 1. throughput: `--connections` closed-loop clients send as fast as OPA answers; prints
    decisions per second, the CPU OPA used per decision, and the latency under that saturation;
-2. latency at a rate: requests are scheduled at `--rate` per second (open loop, spread over
-   the connections) and a request that goes out late because the answer before it on its
-   connection was late is timed from when it was due, so the queueing OPA causes is counted
-   (a request sent on time is timed from its send); prints p50/p90/p99/max. Skipped with
+2. latency at a rate: requests fall due at `--rate` per second (open loop) and each goes out
+   on whichever connection is free, as the API server's webhook client sends a review on any
+   free connection (HTTP/2 streams, or a pool that opens more); a request that finds every
+   connection busy, because OPA is behind, is timed from when it was due, so the queueing
+   OPA causes is counted (a request sent on time is timed from its send); prints
+   p50/p90/p99/max. `--rate-connections` (default 8) connections serve it. Skipped with
    --rate 0.
 
 The client is a few raw sockets with the requests prepared up front (about 20 us of client
@@ -81,15 +83,34 @@ def post(body: bytes, path: str = "/") -> bytes:
     return head.encode() + body
 
 
+class Schedule:
+    """The open loop's requests, due every 1/rate seconds from the start, handed out in order
+    to whichever worker asks next (the one whose connection is free)."""
+
+    def __init__(self, rate: float, seconds: float) -> None:
+        self.rate = rate
+        self.total = int(rate * seconds)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            if self._next >= self.total:
+                return None
+            n = self._next
+            self._next += 1
+            return n
+
+
 @dataclass
 class Worker:
-    """One client thread on one connection; `schedule` (seconds from the start) makes it open
-    loop, None closed loop."""
+    """One client thread on one connection; a shared `schedule` makes it open loop, None
+    closed loop."""
 
     port: int
     requests: list[bytes]
     offset: int
-    schedule: list[float] | None = None
+    schedule: Schedule | None = None
     latencies_ns: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -110,7 +131,8 @@ class Worker:
                 # A server slower than the rate falls ever further behind: stop sending a
                 # second after the phase (the achieved rate then shows it).
                 cutoff = stop_at[0] + 1.0
-                for due in self.schedule:
+                while (n := self.schedule.take()) is not None:
+                    due = n / self.schedule.rate
                     now = time.perf_counter()
                     if now > cutoff:
                         break
@@ -121,10 +143,10 @@ class Worker:
                         time.sleep(wait)
                         sent_at = time.perf_counter()
                     else:
-                        # Behind schedule because the previous answer came late: time from
-                        # when it was due, so the queueing OPA caused is counted.
+                        # Every connection was busy when it fell due (OPA is behind): time
+                        # from when it was due, so the queueing OPA caused is counted.
                         sent_at = origin + due
-                    self._one(connection, self.requests[i % count])
+                    self._one(connection, self.requests[n % count])
                     self.latencies_ns.append(int((time.perf_counter() - sent_at) * 1e9))
                     i += 1
         finally:
@@ -203,19 +225,23 @@ def load_corpus(corpus: Path, config: Path, trace: str, trace_limit: int) -> lis
     return [json.dumps(review, separators=(",", ":")).encode() for review in reviews]
 
 
-def fast_path_share(port: int, bodies: list[bytes]) -> float:
-    """The share of the corpus the gate's fast path answers (fleetplane.admission.fast_allowed)."""
+def fast_path_share(port: int, bodies: list[bytes]) -> tuple[float, float]:
+    """The shares of the corpus the gate's fast path allows and denies
+    (fleetplane.admission.fast_response); the full rules answer the rest."""
     connection = Connection(port)
-    taken = 0
+    allowed = denied = 0
     try:
         for body in bodies:
             status, payload = connection.roundtrip(
-                post(b'{"input":' + body + b"}", "/v1/data/fleetplane/admission/fast_allowed")
+                post(b'{"input":' + body + b"}", "/v1/data/fleetplane/admission/fast_response")
             )
-            taken += status == 200 and json.loads(payload).get("result") is True
+            answer = json.loads(payload).get("result") if status == 200 else None
+            if isinstance(answer, dict):
+                allowed += answer.get("allowed") is True
+                denied += answer.get("allowed") is False
     finally:
         connection.close()
-    return taken / len(bodies)
+    return allowed / len(bodies), denied / len(bodies)
 
 
 def server_eval_ns(port: int, bodies: list[bytes], samples: int) -> list[int]:
@@ -264,15 +290,9 @@ def run_phase(workers: list[Worker], seconds: float) -> tuple[float, list[int], 
 def open_loop_workers(
     port: int, requests: list[bytes], connections: int, rate: float, seconds: float
 ) -> list[Worker]:
-    """Requests due every 1/rate seconds, dealt round-robin to the connections."""
-    total = int(rate * seconds)
-    schedules: list[list[float]] = [[] for _ in range(connections)]
-    for n in range(total):
-        schedules[n % connections].append(n / rate)
-    return [
-        Worker(port, requests, offset=i * len(requests) // connections, schedule=schedules[i])
-        for i in range(connections)
-    ]
+    """Requests due every 1/rate seconds, each taken by whichever connection is free."""
+    schedule = Schedule(rate, seconds)
+    return [Worker(port, requests, offset=0, schedule=schedule) for _ in range(connections)]
 
 
 def latency_figures(latencies: list[int]) -> dict[str, float]:
@@ -325,17 +345,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             if args.rate > 0:
                 run_phase(
-                    open_loop_workers(port, requests, args.connections, args.rate, args.warmup),
+                    open_loop_workers(
+                        port, requests, args.rate_connections, args.rate, args.warmup
+                    ),
                     args.warmup,
                 )
                 elapsed, latencies, errors = run_phase(
-                    open_loop_workers(port, requests, args.connections, args.rate, args.seconds),
+                    open_loop_workers(
+                        port, requests, args.rate_connections, args.rate, args.seconds
+                    ),
                     args.seconds,
                 )
                 if errors:
                     raise SystemExit(f"{len(errors)} failed requests, e.g. {errors[0]}")
                 figures["at_rate"] = {
                     "rate": args.rate,
+                    "connections": args.rate_connections,
                     "achieved": len(latencies) / elapsed,
                     **latency_figures(latencies),
                 }
@@ -355,8 +380,9 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
     gc = figures["gc"]
     print(
         f"OPA admission over HTTP (loopback, keep-alive, {figures['connections']} connections, "
-        f"{cores} cores, {figures['corpus']} distinct reviews, fast path answers "
-        f"{figures['fast_path_share']:.0%} of them; GOGC={gc['GOGC']} "
+        f"{cores} cores, {figures['corpus']} distinct reviews, the fast path allows "
+        f"{figures['fast_path_share'][0]:.0%} and denies {figures['fast_path_share'][1]:.0%} of "
+        f"them; GOGC={gc['GOGC']} "
         f"GOMEMLIMIT={gc['GOMEMLIMIT'] or 'unset'})"
     )
     print(
@@ -368,7 +394,7 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
     if "at_rate" in figures:
         r = figures["at_rate"]
         print(
-            f"  at {r['rate']:.0f}/s    achieved {r['achieved']:.0f}/s; latency p50 {r['p50_ms']:.2f} ms  p90 {r['p90_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms "
+            f"  at {r['rate']:.0f}/s    ({r['connections']} connections) achieved {r['achieved']:.0f}/s; latency p50 {r['p50_ms']:.2f} ms  p90 {r['p90_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms "
             f"(target p99 <= {TARGET_P99_MS} ms)  max {r['max_ms']:.2f} ms"
         )
         met = met and r["p99_ms"] <= TARGET_P99_MS
@@ -390,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured time per phase")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured time per phase")
-    parser.add_argument("--connections", type=int, default=4, help="client connections (4)")
+    parser.add_argument(
+        "--connections", type=int, default=4, help="closed-loop client connections (4)"
+    )
+    parser.add_argument(
+        "--rate-connections", type=int, default=8, help="open-loop client connections (8)"
+    )
     parser.add_argument(
         "--rate", type=float, default=TARGET_RATE, help="open-loop rate for latency; 0 skips"
     )
