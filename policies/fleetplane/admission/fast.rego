@@ -1,16 +1,18 @@
 # Fast path: Most reviews the gate sees are the common case: a well-formed
 # CREATE of one pod template with app containers only, selected by
-# nodeSelector, inside the team's rules, limits and budget. fast_response
-# proves such a review is allowed (with the budget warnings the full rules
-# would give) in two rules over the request, where the explaining rules derive
-# every fact, place and message. Whenever it cannot prove it (anything
-# unusual: init containers, MIG slices, node affinity, several templates, two
-# accelerator families, an update, a rule that might fire), it is undefined
-# and system.main answers from the full rules, which decide and explain. So it
-# may be undefined for a review the full rules allow, and must never answer
-# for one they deny, or with other warnings: fast_test.rego and
+# nodeSelector. fast_response answers such a review in two rules over the
+# request (fast_base, fast_verdict), where the explaining rules derive every
+# fact, place and message: allowed, with the budget warnings the full rules
+# would give, or denied when it breaks only the rules reviews break most often
+# (image registry, no model selected, priority class, idle timeout), with the
+# full rules' messages from the same functions. Whenever it cannot decide
+# (anything unusual: init containers, MIG slices, node affinity, several
+# templates, two accelerator families, an update, any other rule that might
+# fire), it is undefined and system.main answers from the full rules, which
+# decide and explain. So it may be undefined where the full rules answer, and
+# where it answers it must give their very response: fast_test.rego and
 # tests/policies/test_fast_path.py check exactly that on every fixture, the
-# review corpus and the trace.
+# review corpus, the trace and mutations of them.
 #
 # Written for OPA's evaluator, whose costs are uneven (measured per
 # expression): a reference compared with a constant costs ~0.15 us, a builtin
@@ -60,11 +62,14 @@ fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 # METADATA
 # description: >-
 #   What the fast rules read of a well-formed CREATE of one pod template whose
-#   containers pass the security rules (in team namespaces): namespace, spec,
-#   selector, labels, annotations, replicas, deadline (the bounding positive
-#   deadline, or null), resources (the whole-device accelerator resources the
-#   limits name) and counts (the device counts of those limits, one per
-#   container limit). Undefined when anything is outside the common case.
+#   containers pass the security rules but the registry one (in team
+#   namespaces): namespace, where (the template's place, for messages),
+#   denials (of images from registries that are not allowed), spec, selector,
+#   labels, annotations, replicas, deadline (the bounding positive deadline,
+#   or null), resources (the whole-device accelerator resources the limits
+#   name), counts (the device counts of those limits) and limits (one entry
+#   per accelerator limit). Undefined when anything is outside the common
+#   case.
 fast_base := {
 	"namespace": ns,
 	"where": where,
@@ -227,16 +232,16 @@ fast_positive_whole(x) if {
 
 # METADATA
 # description: >-
-#   The admission warnings, when the review is in fast_base's common case and
-#   the accelerator rules and the budget let the workload in: none for a
-#   workload that asks for no accelerator; otherwise known type and team,
-#   models selected by nodeSelector and allowed, size under the limit and the
-#   approval threshold, capacity type, priority class, checkpoint, idle
-#   timeout, and the budget: the team's spend plus this workload's estimate
-#   under the warning line (no warning), over it (the budget warning), or over
-#   the limit for a budget-exempt type (the exemption warning); over the limit
-#   otherwise is a denial, for the full rules. Undefined when the fast path
-#   cannot decide.
+#   {denials, warnings} for a review in fast_base's common case: for a
+#   workload that asks for no accelerator, fast_base's image denials and no
+#   warnings; otherwise every accelerator rule checked (known type and team,
+#   size under the limit and the approval threshold, capacity type,
+#   checkpoint) with the image, model-selection, priority-class and
+#   idle-timeout denials collected, and the budget: the team's spend plus this
+#   workload's estimate under the warning line (no warning), over it (the
+#   budget warning), or over the limit for a budget-exempt type (the exemption
+#   warning); over the limit otherwise is a denial, for the full rules.
+#   Undefined when the fast path cannot decide.
 fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_base.limits == []
 } else := {"denials": denials, "warnings": warnings} if {
