@@ -350,18 +350,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     ),
                     args.warmup,
                 )
+                opa_before, client_before = cpu_seconds(process.pid), time.process_time()
                 elapsed, latencies, errors = run_phase(
                     open_loop_workers(
                         port, requests, args.rate_connections, args.rate, args.seconds
                     ),
                     args.seconds,
                 )
+                opa_used = cpu_seconds(process.pid) - opa_before
+                client_used = time.process_time() - client_before
                 if errors:
                     raise SystemExit(f"{len(errors)} failed requests, e.g. {errors[0]}")
                 figures["at_rate"] = {
                     "rate": args.rate,
                     "connections": args.rate_connections,
                     "achieved": len(latencies) / elapsed,
+                    "opa_cpu_us_per_decision": opa_used / len(latencies) * 1e6,
+                    "client_cpu_us_per_decision": client_used / len(latencies) * 1e6,
                     **latency_figures(latencies),
                 }
             evaluation = sorted(server_eval_ns(port, bodies, args.eval_samples))
@@ -395,7 +400,9 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
         r = figures["at_rate"]
         print(
             f"  at {r['rate']:.0f}/s    ({r['connections']} connections) achieved {r['achieved']:.0f}/s; latency p50 {r['p50_ms']:.2f} ms  p90 {r['p90_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms "
-            f"(target p99 <= {TARGET_P99_MS} ms)  max {r['max_ms']:.2f} ms"
+            f"(target p99 <= {TARGET_P99_MS} ms)  max {r['max_ms']:.2f} ms; CPU per decision: "
+            f"OPA {r['opa_cpu_us_per_decision']:.0f} us, this client "
+            f"{r['client_cpu_us_per_decision']:.0f} us"
         )
         met = met and r["p99_ms"] <= TARGET_P99_MS
     print(
