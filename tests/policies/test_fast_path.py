@@ -214,9 +214,7 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return production_shaped_trace(tmp_path_factory.mktemp("trace") / "pods.csv", 150)
 
 
-def test_fast_path_answers_as_the_full_rules(
-    gate: Any, fleet_config: Json, trace: Path
-) -> None:
+def test_fast_path_answers_as_the_full_rules(gate: Any, fleet_config: Json, trace: Path) -> None:
     reviews = _reviews(fleet_config, trace)
     assert len(reviews) > 800
     taken = allowed = warned = denied = 0
