@@ -19,7 +19,7 @@ Two phases, each after a warm-up:
    free connection (HTTP/2 streams, or a pool that opens more); a request that finds every
    connection busy, because OPA is behind, is timed from when it was due, so the queueing
    OPA causes is counted (a request sent on time is timed from its send); prints
-   p50/p90/p99/max. `--rate-connections` (default 8) connections serve it. Skipped with
+   p50/p90/p99/max. `--rate-connections` (default 4) connections serve it. Skipped with
    --rate 0.
 
 The client is a few raw sockets with the requests prepared up front (about 20 us of client
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         "--connections", type=int, default=4, help="closed-loop client connections (4)"
     )
     parser.add_argument(
-        "--rate-connections", type=int, default=8, help="open-loop client connections (8)"
+        "--rate-connections", type=int, default=4, help="open-loop client connections (4)"
     )
     parser.add_argument(
         "--rate", type=float, default=TARGET_RATE, help="open-loop rate for latency; 0 skips"
