@@ -155,6 +155,34 @@ fast_implies_clean(rev, spend) if not fast(rev, spend)
 
 fast_implies_clean(rev, spend) if agrees(rev, spend)
 
+# Wherever the fast path answers, allowing or denying, it gives the full
+# rules' very response.
+test_fast_response_is_the_full_response if {
+	every rev in object.union(object.union(common_cases, refused_cases), fast_denials) {
+		every spend in [{}, spent("research", 39000), spent("research", 60000)] {
+			fast_response_agrees(rev, spend)
+		}
+	}
+}
+
+fast_response_agrees(rev, spend) if {
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+}
+
+fast_response_agrees(rev, spend) if {
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	fast == data.system.full_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+}
+
 test_fast_path_answers_a_budget_warning_like_the_full_rules if {
 	rev := testing.pod(training)
 	spend := spent("research", 39000)
