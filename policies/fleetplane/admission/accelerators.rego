@@ -296,7 +296,7 @@ deny contains msg if {
 	maximum := type_config.max_idle_timeout_seconds
 	is_number(maximum)
 	some f in facts
-	not declares_idle_timeout(f, maximum)
+	not declares_idle_timeout(f.annotations, maximum)
 	msg := idle_timeout_message(workload_type, f.where, maximum)
 }
 
@@ -307,8 +307,8 @@ idle_timeout_message(type_name, where, maximum) := sprintf(
 	[type_name, lib.keys.idle_timeout_seconds, where, maximum],
 )
 
-declares_idle_timeout(f, maximum) if {
-	seconds := workloads.parse_count(f.annotations[lib.keys.idle_timeout_seconds])
+declares_idle_timeout(annotations, maximum) if {
+	seconds := workloads.parse_count(annotations[lib.keys.idle_timeout_seconds])
 	seconds > 0
 	seconds <= maximum
 }

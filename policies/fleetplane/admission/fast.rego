@@ -111,7 +111,8 @@ fast_base := {
 	object.get(spec, "initContainers", []) == []
 	object.get(spec, "ephemeralContainers", []) == []
 	is_array(object.get(spec, "tolerations", []))
-	is_array(object.get(spec, "volumes", []))
+	volumes := object.get(spec, "volumes", [])
+	is_array(volumes)
 	selector := object.get(spec, "nodeSelector", {})
 	is_object(selector)
 	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null) == null
@@ -147,7 +148,7 @@ fast_base := {
 	]
 	count(accelerators) == count(containers)
 
-	image_denials := fast_image_denials(namespaces, ns, where, spec, containers)
+	image_denials := fast_image_denials(namespaces, ns, where, spec, containers, volumes)
 }
 
 # The template of a Pod or of a workload controller's spec.template as
@@ -173,13 +174,13 @@ fast_template(kind, obj) := ["pod", obj, 1, null] if {
 #   is not allowed is denied with the full rules' message (image_registry_message).
 #   Undefined when a rule other than the registry one would fire, or the
 #   registries are configured in a way the fast path does not read.
-fast_image_denials(namespaces, ns, where, spec, containers) := [] if {
+fast_image_denials(namespaces, ns, where, spec, containers, volumes) := [] if {
 	not namespaces[ns]
 } else := denials if {
 	not spec.hostNetwork
 	not spec.hostPID
 	not spec.hostIPC
-	not fast_mounts_host_path(object.get(spec, "volumes", []))
+	not fast_mounts_host_path(volumes)
 	not fast_privileged(containers)
 	registries := data.fleetplane.config.registries
 	is_array(registries)
@@ -278,9 +279,10 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	total < approval.threshold_accelerators
 	object.get(spec, "nodeName", "") == ""
 
-	# Capacity: where the pod may run, as the full rules see it (there is no
-	# required node affinity here).
-	[pins, opens] := fast_spot(b.selector, object.get(spec, "tolerations", []))
+	# Capacity: where the pod may run, as the full rules see it.
+	placement := scheduling.spot_placement(spec)
+	pins := placement.pins_spot
+	opens := placement.opens_spot
 	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
 	capacity := {true: "spot", false: "on-demand"}[pins]
 	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
@@ -344,17 +346,6 @@ fast_or(null, otherwise) := otherwise
 
 fast_or(x, _) := x if x != null
 
-# Where the pod may run without required node affinity (see
-# scheduling.spot_placement): [pins spot, opens spot].
-fast_spot(selector, tolerations) := [pins, pins] if {
-	tolerations == []
-	pins := count([k | some k, v in lib.spot_node_labels; selector[k] == v]) > 0
-} else := [pins, opens] if {
-	pins := count([k | some k, v in lib.spot_node_labels; selector[k] == v]) > 0
-	tolerated := count([t | some t in tolerations; scheduling.tolerates(t, lib.spot_taint)]) > 0
-	opens := true in {pins, tolerated}
-}
-
 fast_checkpoint_missing(true, true, annotations) if {
 	not checkpoint_uri(object.get(annotations, lib.keys.checkpoint_location, null))
 }
@@ -369,14 +360,8 @@ fast_priority_denial(spec, classes, where, wt) := [] if {
 fast_idle_timeout_denial(maximum, annotations, where, wt) := [] if {
 	maximum == null
 } else := [] if {
-	fast_idle_timeout(object.get(annotations, lib.keys.idle_timeout_seconds, null), maximum)
+	declares_idle_timeout(annotations, maximum)
 } else := [idle_timeout_message(wt, where, maximum)]
-
-fast_idle_timeout(value, maximum) if {
-	seconds := workloads.parse_count(value)
-	seconds > 0
-	seconds <= maximum
-}
 
 # The budget warnings of budget.rego (budget_warning), from the comparisons of
 # fleetplane.budget.level with the lines ratio x budget: none at or under the
