@@ -54,7 +54,7 @@ OPA_RUN_FLAGS = ("--optimize-store-for-read-speed",)
 test server and the benchmark). The store keeps data as the AST values evaluation reads, so a
 decision no longer converts `data.fleetplane.config` from raw JSON on every lookup: an admission
 decision went from 1,507 to 1,350 allocations and the gate's throughput on 2 cores from 1,874 to
-2,267 decisions/s (bench/opa_admission.py, machine idle). Data written over the REST API (the
+2,267-2,306 decisions/s (bench/opa_admission.py, machine idle). Data written over the REST API (the
 controller's spend document) is converted once, on write."""
 CONFIGMAP_LIMIT_BYTES = 900 * 1024
 """Stay well below the 1 MiB object size limit of etcd."""
