@@ -45,10 +45,21 @@ class ClusterError(RuntimeError):
     """The local control plane could not be started or used; the message says which part."""
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports. Each socket stays bound until all are chosen:
+    a port released at once may be handed out again by the next bind to port 0, and two
+    components of one cluster were once given the same port."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def require_binaries(bin_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
@@ -258,17 +269,8 @@ class LocalCluster:
         self.logs_dir.mkdir(exist_ok=True)
         pki = self.data_dir / "pki"
         _write_pki(pki)
-        self.ports = {
-            name: free_port()
-            for name in (
-                "etcd",
-                "etcd-peer",
-                "apiserver",
-                "controller-manager",
-                "scheduler",
-                "kwok",
-            )
-        }
+        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         deadline = time.monotonic() + timeout
         try:
             self._start_etcd(binaries["etcd"], deadline)

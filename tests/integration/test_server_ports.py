@@ -38,3 +38,15 @@ def test_a_port_taken_in_between_is_replaced(
 def test_an_explicit_port_in_use_is_an_error(taken_port: int) -> None:
     with pytest.raises(ServerError, match="address already in use"):
         OpaServer(port=taken_port).start(timeout=10)
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    """A local cluster takes its six ports at once: none may be handed out twice (the kernel
+    may reuse a port released a moment before), and each can be bound."""
+    from tools.localcluster import free_ports
+
+    for _ in range(20):
+        ports = free_ports(6)
+        assert len(set(ports)) == 6, ports
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", ports[0]))
