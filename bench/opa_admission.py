@@ -10,7 +10,7 @@ StatefulSets, Jobs, CronJobs and Volcano Jobs) and requests generated from the A
 trace by tools.policydiff (production-shaped pods, mostly allowed; `--trace none` to skip).
 About a quarter of this corpus is denied or warned about, far more than a real fleet sends.
 
-Two phases, each after a warm-up:
+Three phases, each after a warm-up:
 
 1. throughput: `--connections` closed-loop clients send as fast as OPA answers; prints
    decisions per second, the CPU OPA used per decision, and the latency under that saturation;
@@ -20,7 +20,13 @@ Two phases, each after a warm-up:
    connection busy, because OPA is behind, is timed from when it was due, so the queueing
    OPA causes is counted (a request sent on time is timed from its send); prints
    p50/p90/p99/max. `--rate-connections` (default 4) connections serve it. Skipped with
-   --rate 0.
+   --rate 0;
+3. floor (`--no-floor` skips it): the same open loop against an OPA whose policy decides
+   nothing (it allows and echoes the uid), with the same flags, GC settings, client and
+   corpus. What it costs is the machine's, HTTP's and the client's share of the latency at the
+   rate; the rest is the policy's. On a virtual machine whose idle cores halt, a request at a
+   moderate rate can cost several times the CPU it costs under saturation (each wake-up starts
+   cold); the floor shows how much of the latency that takes.
 
 The client is a few raw sockets with the requests prepared up front; on a 2-core machine
 every client cycle is taken from OPA, so the open loop prints the CPU per decision of both
@@ -344,31 +350,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 **latency_figures(latencies),
             }
             if args.rate > 0:
-                run_phase(
-                    open_loop_workers(
-                        port, requests, args.rate_connections, args.rate, args.warmup
-                    ),
-                    args.warmup,
-                )
-                opa_before, client_before = cpu_seconds(process.pid), time.process_time()
-                elapsed, latencies, errors = run_phase(
-                    open_loop_workers(
-                        port, requests, args.rate_connections, args.rate, args.seconds
-                    ),
-                    args.seconds,
-                )
-                opa_used = cpu_seconds(process.pid) - opa_before
-                client_used = time.process_time() - client_before
-                if errors:
-                    raise SystemExit(f"{len(errors)} failed requests, e.g. {errors[0]}")
-                figures["at_rate"] = {
-                    "rate": args.rate,
-                    "connections": args.rate_connections,
-                    "achieved": len(latencies) / elapsed,
-                    "opa_cpu_us_per_decision": opa_used / len(latencies) * 1e6,
-                    "client_cpu_us_per_decision": client_used / len(latencies) * 1e6,
-                    **latency_figures(latencies),
-                }
+                figures["at_rate"] = at_rate(process.pid, port, requests, args)
             evaluation = sorted(server_eval_ns(port, bodies, args.eval_samples))
             figures["eval_p50_ms"] = percentile(evaluation, 0.50)
             figures["eval_p99_ms"] = percentile(evaluation, 0.99)
@@ -376,8 +358,68 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             process.terminate()
             process.wait(timeout=10)
+        if args.rate > 0 and args.floor:
+            figures["floor"] = floor(Path(log_dir), requests, env, args)
     figures["load_average"] = os.getloadavg()
     return figures
+
+
+def at_rate(pid: int, port: int, requests: list[bytes], args: argparse.Namespace) -> dict[str, Any]:
+    """The open loop at --rate after a warm-up: latency, and the CPU per decision of OPA
+    (process `pid`) and of this client."""
+    run_phase(
+        open_loop_workers(port, requests, args.rate_connections, args.rate, args.warmup),
+        args.warmup,
+    )
+    opa_before, client_before = cpu_seconds(pid), time.process_time()
+    elapsed, latencies, errors = run_phase(
+        open_loop_workers(port, requests, args.rate_connections, args.rate, args.seconds),
+        args.seconds,
+    )
+    opa_used = cpu_seconds(pid) - opa_before
+    client_used = time.process_time() - client_before
+    if errors:
+        raise SystemExit(f"{len(errors)} failed requests, e.g. {errors[0]}")
+    return {
+        "rate": args.rate,
+        "connections": args.rate_connections,
+        "achieved": len(latencies) / elapsed,
+        "opa_cpu_us_per_decision": opa_used / len(latencies) * 1e6,
+        "client_cpu_us_per_decision": client_used / len(latencies) * 1e6,
+        **latency_figures(latencies),
+    }
+
+
+# The floor's policy: the webhook's answer with no rule at all (allowed, uid echoed).
+FLOOR_POLICY = """package system
+
+main := {
+	"apiVersion": "admission.k8s.io/v1",
+	"kind": "AdmissionReview",
+	"response": {"uid": input.request.uid, "allowed": true},
+}
+"""
+
+
+def floor(
+    work: Path, requests: list[bytes], env: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same open loop (rate, client, corpus, OPA flags and GC settings) against an OPA whose
+    policy decides nothing (FLOOR_POLICY): what the machine, HTTP and the client alone cost, so
+    the policy's own share of the latency at the rate can be read off."""
+    policies = work / "floor-policy"
+    (policies / "system").mkdir(parents=True)
+    (policies / "system" / "main.rego").write_text(FLOOR_POLICY)
+    (work / "floor").mkdir()
+    port = free_port()
+    process = start_opa(
+        args.opa, policies, args.config, port, work / "floor" / "opa.log", args.opa_arg or [], env
+    )
+    try:
+        return at_rate(process.pid, port, requests, args)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def report(figures: dict[str, Any], cores: int | None) -> bool:
@@ -405,6 +447,15 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
             f"{r['client_cpu_us_per_decision']:.0f} us"
         )
         met = met and r["p99_ms"] <= TARGET_P99_MS
+    if "floor" in figures:
+        f = figures["floor"]
+        print(
+            f"  floor        the same at {f['rate']:.0f}/s with a policy that decides nothing: "
+            f"p50 {f['p50_ms']:.2f} ms  p90 {f['p90_ms']:.2f} ms  p99 {f['p99_ms']:.2f} ms  "
+            f"max {f['max_ms']:.2f} ms; CPU per decision: OPA {f['opa_cpu_us_per_decision']:.0f} us, "
+            f"this client {f['client_cpu_us_per_decision']:.0f} us (the machine's, HTTP's and "
+            "the client's share)"
+        )
     print(
         f"  evaluation   p50 {figures['eval_p50_ms']:.3f} ms   p99 {figures['eval_p99_ms']:.3f} ms"
         "   (OPA's own timer, one request at a time)"
@@ -447,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gogc", help="GOGC for OPA (default: the components' setting)")
     parser.add_argument("--gomemlimit", help="GOMEMLIMIT for OPA (default: the components')")
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the open loop against a policy that decides nothing (default: on)",
+    )
     parser.add_argument(
         "--eval-samples", type=int, default=1000, help="requests for the evaluation timer"
     )
