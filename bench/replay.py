@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     args = parser.parse_args(argv)
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    document = runner.run(cli.options_from(args), progress=progress)
+    try:
+        document = runner.run(cli.options_from(args), progress=progress)
+    except cli.RUN_ERRORS as error:
+        print(f"replay: {error}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(document, indent=1))
     else:

@@ -142,12 +142,16 @@ def options_from(args: argparse.Namespace) -> Options:
     return options
 
 
+RUN_ERRORS = (TraceError, ScenarioError, ConfigError, PolicyError, ServerError, ValueError)
+"""What a replay raises for bad input or a part that is down: reported in one line, exit 2."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the replay the parsed arguments describe (the `replay` subcommand's entry point)."""
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         document = runner.run(options_from(args), progress=progress)
-    except (TraceError, ScenarioError, ConfigError, PolicyError, ServerError, ValueError) as error:
+    except RUN_ERRORS as error:
         print(f"replay: {error}", file=sys.stderr)
         return 2
     print(table(document))
