@@ -552,58 +552,67 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
     return [
         # observe nodes; cordon and label them during driver upgrades
         {"apiGroups": [""], "resources": ["nodes"], "verbs": [*read, "patch"]},
-        # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods; run the
-        # driver-upgrade validator pod on a node
-        {"apiGroups": [""], "resources": ["pods"], "verbs": [*read, "create", "patch", "delete"]},
+        # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods, driver pods
+        # and finished validator pods. Creating pods is granted only in the validator's namespace
+        # (controller_namespace_rules): cluster-wide it would let the controller start a pod
+        # under any ServiceAccount in any namespace.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*read, "patch", "delete"]},
         # team namespaces: spend accumulator and budget-warning annotations, Events on them
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*read, "patch"]},
         # PodDisruptionBudgets decide which victims and drains can go ahead
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
         # drain through the eviction API so PodDisruptionBudgets are honoured
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # Events are only ever created, and only as core/v1 (controller/act/events.py)
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": read},
         {
             "apiGroups": ["scheduling.volcano.sh"],
             "resources": ["podgroups", "queues"],
             "verbs": read,
         },
-        # suspend or stop Volcano jobs (Volcano has no suspend field: an AbortJob Command)
-        {
-            "apiGroups": ["batch.volcano.sh"],
-            "resources": ["jobs"],
-            "verbs": [*read, "patch", "update"],
-        },
+        # stop Volcano jobs (Volcano has no suspend field: an AbortJob Command) and annotate
+        # them; every write is a merge patch, never a PUT, so no `update`
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": [*read, "patch"]},
         {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
-        # find a pod's owner; a reclaimed notebook's Deployment or StatefulSet is scaled to zero
-        # by patching spec.replicas together with the annotation recording why
-        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": read},
+        # find a pod's owner; a reclaimed notebook's Deployment or StatefulSet, or a bare
+        # ReplicaSet (no Deployment owns it), is scaled to zero by patching spec.replicas
+        # together with the annotation recording why (controller/act/idle.py `_scale_to_zero`)
         {
             "apiGroups": ["apps"],
-            "resources": ["deployments", "statefulsets"],
+            "resources": ["deployments", "statefulsets", "replicasets"],
             "verbs": [*read, "patch"],
         },
-        # suspend Jobs
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*read, "patch", "update"]},
+        # suspend Jobs (a merge patch of spec.suspend)
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*read, "patch"]},
     ]
 
 
 def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
-    """What the controller does in its own namespace: its lease, and finding OPA's replicas
-    to push spend to each of them."""
+    """What the controller does in its own namespace: its lease, the driver-upgrade validator
+    pods, and finding OPA's replicas to push spend to each of them.
+
+    The validator runs in `upgrade.validator_namespace`, which the rendered document leaves to
+    its default, the controller's namespace (`controller.namespace`; controller/upgrade/
+    settings.py): `FleetConfig.upgrade` has no such field. So this Role, in the controller's
+    namespace, is where creating pods is granted, and nowhere else."""
     rules: list[dict[str, Any]] = [
         # `create` cannot be limited by name; reading and renewing are limited to our lease
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            # one Lease for reconcile passes, one for driver-upgrade passes
+            # one Lease for reconcile passes, one for driver-upgrade passes; renewed and
+            # released with merge patches only (controller/lease.py), so no `update`
             "resourceNames": [
                 config.controller.lease_name,
                 f"{config.controller.lease_name}-upgrade",
             ],
-            "verbs": ["get", "update", "patch"],
+            "verbs": ["get", "patch"],
         },
+        # the driver-upgrade validator pod (controller/upgrade/act.py `CreateValidator`); it is
+        # read, listed and deleted through the ClusterRole
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
     ]
     if config.opa.deploy:
         rules.append(

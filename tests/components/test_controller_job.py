@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from component_testkit import Declare
@@ -10,6 +11,11 @@ from component_testkit import Declare
 from components.config import FleetConfig
 from components.controller_job import ControllerJob, ControllerJobArgs
 from components.render import render_opa_data
+from controller.act.idle import _scale_to_zero
+from controller.config import parse_config
+from controller.decide.workloads import Target
+from controller.observe.kube import namespace_path, object_path, pod_path
+from controller.upgrade.settings import upgrade_settings
 
 
 def grants(rules: list[dict], group: str, resource: str) -> set[str]:
@@ -19,6 +25,66 @@ def grants(rules: list[dict], group: str, resource: str) -> set[str]:
         if group in rule["apiGroups"] and resource in rule["resources"]
         for verb in rule["verbs"]
     }
+
+
+_VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+
+
+def _attributes(method: str, path: str) -> tuple[str, str, str | None, str, str | None]:
+    """(verb, group, namespace, resource[/subresource], name) of a request, as the
+    kube-apiserver's RBAC authorizer sees them."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        group, rest = parts[1], parts[3:]
+    namespace = None
+    if len(rest) > 2 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource, name = rest[0], rest[1] if len(rest) > 1 else None
+    if len(rest) > 2:
+        resource = f"{resource}/{rest[2]}"
+    verb = _VERBS.get(method) or ("get" if name else "list")
+    return verb, group, namespace, resource, name
+
+
+def _allows(rule: dict, verb: str, group: str, resource: str, name: str | None) -> bool:
+    names = rule.get("resourceNames")
+    return (
+        verb in rule["verbs"]
+        and group in rule["apiGroups"]
+        and resource in rule["resources"]
+        and (not names or name in names)
+    )
+
+
+def authorized(declared, method: str, path: str) -> bool:
+    """Whether the controller's ServiceAccount may make this request under the declared
+    ClusterRole and Role (each bound to it)."""
+    verb, group, namespace, resource, name = _attributes(method, path)
+    (cluster_role,) = declared.kind("ClusterRole")
+    (role,) = declared.kind("Role")
+    if any(_allows(r, verb, group, resource, name) for r in cluster_role["rules"]):
+        return True
+    return namespace == role["metadata"]["namespace"] and any(
+        _allows(r, verb, group, resource, name) for r in role["rules"]
+    )
+
+
+class RecordingKube:
+    """Answers GETs from `objects` and records every request as (method, path)."""
+
+    def __init__(self, objects: dict[str, dict]) -> None:
+        self.objects = objects
+        self.requests: list[tuple[str, str]] = []
+
+    def get(self, path: str) -> dict:
+        self.requests.append(("GET", path))
+        return self.objects[path]
+
+    def merge_patch(self, path: str, patch: dict) -> dict:
+        self.requests.append(("PATCH", path))
+        return {**self.objects[path], **patch}
 
 
 @pytest.fixture
@@ -39,21 +105,21 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
     # (group, resource) -> verbs, exactly
     want = {
         ("", "nodes"): {"get", "list", "watch", "patch"},
-        ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+        # no cluster-wide `create`: that is granted in the validator's namespace only
+        ("", "pods"): {"get", "list", "watch", "patch", "delete"},
         ("", "pods/eviction"): {"create"},
         ("", "namespaces"): {"get", "list", "watch", "patch"},
         ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
         ("bus.volcano.sh", "commands"): {"create"},
-        ("", "events"): {"create", "patch"},
-        ("events.k8s.io", "events"): {"create", "patch"},
+        ("", "events"): {"create"},
         ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
         ("scheduling.volcano.sh", "podgroups"): {"get", "list", "watch"},
         ("scheduling.volcano.sh", "queues"): {"get", "list", "watch"},
-        ("batch.volcano.sh", "jobs"): {"get", "list", "watch", "patch", "update"},
+        ("batch.volcano.sh", "jobs"): {"get", "list", "watch", "patch"},
         ("apps", "deployments"): {"get", "list", "watch", "patch"},
         ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
-        ("apps", "replicasets"): {"get", "list", "watch"},
-        ("batch", "jobs"): {"get", "list", "watch", "patch", "update"},
+        ("apps", "replicasets"): {"get", "list", "watch", "patch"},
+        ("batch", "jobs"): {"get", "list", "watch", "patch"},
     }
     got = {
         (group, resource): grants(rules, group, resource)
@@ -64,7 +130,9 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
     assert got == want
 
 
-def test_namespaced_role_covers_only_the_lease_and_opa_endpoints(prod_controller) -> None:
+def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
+    prod_controller,
+) -> None:
     _, declared = prod_controller
     (role,) = declared.kind("Role")
     assert role["metadata"]["namespace"] == "fleetplane-system"
@@ -74,8 +142,9 @@ def test_namespaced_role_covers_only_the_lease_and_opa_endpoints(prod_controller
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "resourceNames": ["fleetplane-controller", "fleetplane-controller-upgrade"],
-            "verbs": ["get", "update", "patch"],
+            "verbs": ["get", "patch"],
         },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
         {
             "apiGroups": ["discovery.k8s.io"],
             "resources": ["endpointslices"],
@@ -90,6 +159,97 @@ def test_namespaced_role_covers_only_the_lease_and_opa_endpoints(prod_controller
             "namespace": "fleetplane-system",
         }
     ]
+
+
+def test_a_bare_replicaset_can_be_scaled_to_zero(prod_controller) -> None:
+    """Idle reclaim of a pod whose ReplicaSet no Deployment owns patches the ReplicaSet:
+    every request `_scale_to_zero` makes must pass RBAC, or a real cluster answers 403."""
+    _, declared = prod_controller
+    rs_path = object_path("apps/v1", "replicasets", "team-a", "notebook-7f9c")
+    rs = {
+        "kind": "ReplicaSet",
+        "metadata": {"name": "notebook-7f9c", "resourceVersion": "12", "uid": "u1"},
+        "spec": {"replicas": 1},
+    }
+    kube = RecordingKube({rs_path: rs})
+    log = SimpleNamespace(info=lambda *a, **k: None)
+    rt = SimpleNamespace(kube=kube, now=1_800_000_000.0, log=log)
+    target = Target(
+        api_version="apps/v1",
+        kind="Deployment",
+        namespace="team-a",
+        name="notebook",
+        method="scale-to-zero",
+        via="notebook-7f9c",
+    )
+    ref = _scale_to_zero(rt, target, None, "idle")  # type: ignore[arg-type]
+    assert ref is not None and ref.kind == "ReplicaSet"
+    assert ("PATCH", rs_path) in kube.requests
+    for method, path in kube.requests:
+        assert authorized(declared, method, path), (method, path)
+
+
+def test_pods_are_created_only_in_the_validator_namespace(prod_controller) -> None:
+    """The only pod the controller creates is the driver-upgrade validator, in
+    `upgrade.validator_namespace` as the controller resolves it from the rendered document."""
+    fleet, declared = prod_controller
+    settings = upgrade_settings(parse_config(render_opa_data(fleet)))
+    assert authorized(declared, "POST", pod_path(settings.validator_namespace))
+    for namespace in ("team-a", "kube-system", "gpu-operator"):
+        assert namespace != settings.validator_namespace
+        assert not authorized(declared, "POST", pod_path(namespace)), namespace
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        # reconcile: observe
+        ("GET", "/api/v1/nodes"),
+        ("GET", "/api/v1/namespaces"),
+        ("GET", "/api/v1/namespaces/team-a/pods"),
+        ("GET", "/api/v1/pods"),
+        ("GET", "/apis/policy/v1/poddisruptionbudgets"),
+        ("GET", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+        ("GET", "/apis/scheduling.volcano.sh/v1beta1/podgroups"),
+        ("GET", "/apis/scheduling.volcano.sh/v1beta1/queues"),
+        ("GET", "/apis/batch.volcano.sh/v1alpha1/jobs"),
+        # idle: warn/clear, reclaim (controller/act/idle.py), preemption notes
+        ("PATCH", pod_path("team-a", "p")),
+        ("GET", pod_path("team-a", "p")),
+        ("DELETE", pod_path("team-a", "p")),
+        ("GET", object_path("apps/v1", "replicasets", "team-a", "rs")),
+        ("PATCH", object_path("apps/v1", "replicasets", "team-a", "rs")),
+        ("GET", object_path("apps/v1", "deployments", "team-a", "d")),
+        ("PATCH", object_path("apps/v1", "deployments", "team-a", "d")),
+        ("GET", object_path("apps/v1", "statefulsets", "team-a", "s")),
+        ("PATCH", object_path("apps/v1", "statefulsets", "team-a", "s")),
+        ("GET", object_path("batch/v1", "jobs", "team-a", "j")),
+        ("PATCH", object_path("batch/v1", "jobs", "team-a", "j")),
+        ("GET", object_path("batch.volcano.sh/v1alpha1", "jobs", "team-a", "vj")),
+        ("PATCH", object_path("batch.volcano.sh/v1alpha1", "jobs", "team-a", "vj")),
+        ("POST", object_path("bus.volcano.sh/v1alpha1", "commands", "team-a", None)),
+        ("POST", "/api/v1/namespaces/team-a/events"),
+        # preemption and drains go through the Eviction API
+        ("POST", f"{pod_path('team-a', 'p')}/eviction"),
+        # spend
+        ("GET", namespace_path("team-a")),
+        ("PATCH", namespace_path("team-a")),
+        # driver upgrades: cordon, state labels, driver pod restarts
+        ("GET", object_path("v1", "nodes", None, "gpu-1")),
+        ("PATCH", object_path("v1", "nodes", None, "gpu-1")),
+        ("DELETE", pod_path("gpu-operator", "nvidia-driver-daemonset-x")),
+        # leases
+        ("POST", object_path("coordination.k8s.io/v1", "leases", "fleetplane-system", None)),
+        *[
+            (method, object_path("coordination.k8s.io/v1", "leases", "fleetplane-system", name))
+            for method in ("GET", "PATCH")
+            for name in ("fleetplane-controller", "fleetplane-controller-upgrade")
+        ],
+    ],
+)
+def test_every_request_the_controller_makes_is_authorized(prod_controller, method, path) -> None:
+    _, declared = prod_controller
+    assert authorized(declared, method, path)
 
 
 def test_cronjob(prod_controller) -> None:
