@@ -54,12 +54,16 @@ class MachineType:
     cloud: the cloud that sells it (local clusters accept any).
     model: accelerator model name.
     accelerators: accelerators per machine (GPUs, or TPU chips per host).
+    gke_accelerator: GKE guest accelerator type when this machine type needs another one than
+        its model's (A3 Mega: `nvidia-h100-mega-80gb`, though its GPUs are H100 80GB HBM3 like
+        A3 High's); empty to use the model's.
     """
 
     name: str
     cloud: Cloud
     model: str
     accelerators: int
+    gke_accelerator: str = ""
 
 
 def _gpu(name: str, label: str, memory: int, family: str, **kw: object) -> AcceleratorModel:
@@ -145,7 +149,15 @@ MACHINE_TYPES: dict[str, MachineType] = {
         MachineType(name="g4dn.12xlarge", cloud="aws", model="t4", accelerators=4),
         # GCP GPUs
         MachineType(name="a3-highgpu-8g", cloud="gcp", model="h100-80gb", accelerators=8),
-        MachineType(name="a3-megagpu-8g", cloud="gcp", model="h100-80gb", accelerators=8),
+        # GKE: "NVIDIA H100 80GB Mega GPUs (nvidia-h100-mega-80gb accelerator type, A3 Mega
+        # machine type)"; GPU Feature Discovery still reports NVIDIA-H100-80GB-HBM3.
+        MachineType(
+            name="a3-megagpu-8g",
+            cloud="gcp",
+            model="h100-80gb",
+            accelerators=8,
+            gke_accelerator="nvidia-h100-mega-80gb",
+        ),
         MachineType(name="a2-highgpu-1g", cloud="gcp", model="a100-40gb", accelerators=1),
         MachineType(name="a2-highgpu-2g", cloud="gcp", model="a100-40gb", accelerators=2),
         MachineType(name="a2-highgpu-4g", cloud="gcp", model="a100-40gb", accelerators=4),

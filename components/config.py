@@ -280,6 +280,16 @@ class PoolConfig(_Model):
         return catalog.MACHINE_TYPES.get(self.machine_type)
 
     @property
+    def gke_accelerator(self) -> str:
+        """GKE guest accelerator type (also the `cloud.google.com/gke-accelerator` node label):
+        the machine type's own when it has one (A3 Mega), else the model's; empty when GKE
+        does not offer the model."""
+        machine = self.machine
+        if machine is not None and machine.gke_accelerator:
+            return machine.gke_accelerator
+        return self.accelerator.gke_accelerator
+
+    @property
     def accelerators(self) -> int:
         """Physical GPUs or TPU chips per node."""
         if self.accelerators_per_node is not None:
@@ -900,7 +910,7 @@ def _check_pool(
                 f"{at}.mig_profile",
                 f"{pool.model} does not support MIG profile {pool.mig_profile!r} (supported: {supported})",
             )
-        if cluster.provider == "gcp" and not model.gke_accelerator:
+        if cluster.provider == "gcp" and not pool.gke_accelerator:
             add(f"{at}.model", f"{pool.model} is not offered on GKE")
 
 

@@ -149,7 +149,7 @@ class GpuNodePool(pulumi.ComponentResource):
     ) -> gcp.container.NodePool:
         native = uses_native_gke_gpu_features(fleet, pool)
         accelerator: dict[str, Any] = {
-            "type": pool.accelerator.gke_accelerator,
+            "type": pool.gke_accelerator,
             "count": pool.accelerators,
             "gpu_driver_installation_config": gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                 gpu_driver_version="LATEST" if native else "INSTALLATION_DISABLED"

@@ -73,8 +73,8 @@ def observed_labels(config: FleetConfig, pool: PoolConfig) -> dict[str, str]:
         out[labels.GKE_NODEPOOL] = pool.name
         if spot:
             out[labels.GKE_SPOT] = "true"
-        if model.gke_accelerator:
-            out[labels.GKE_ACCELERATOR] = model.gke_accelerator
+        if pool.gke_accelerator:
+            out[labels.GKE_ACCELERATOR] = pool.gke_accelerator
     elif cloud == "aws":
         out[labels.EKS_NODEGROUP] = pool.name
         out[labels.EKS_CAPACITY_TYPE] = "SPOT" if spot else "ON_DEMAND"

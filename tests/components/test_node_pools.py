@@ -10,6 +10,7 @@ from component_testkit import Declare, Declared
 
 from components.config import FleetConfig
 from components.nodepools import NodePoolArgs, node_pool_for
+from components.nodes import observed_labels
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}
@@ -260,3 +261,34 @@ def test_local_pools_declare_no_cloud_resource(
             if pool.accelerator.is_tpu
             else "fleetplane:nodepools:GpuNodePool"
         ]
+
+
+def add_a3_mega_pool(raw: dict[str, Any]) -> None:
+    raw["clusters"][0]["pools"].append(
+        {"name": "h100-mega", "model": "h100-80gb", "machine_type": "a3-megagpu-8g", "max_nodes": 2}
+    )
+
+
+def test_gke_a3_mega_pool_asks_for_the_mega_accelerator(
+    declare: Declare, fleet_from: FleetFrom
+) -> None:
+    """A3 Mega takes GKE accelerator type nvidia-h100-mega-80gb, not A3 High's
+    nvidia-h100-80gb; its GPUs are still reported as H100 80GB HBM3."""
+    fleet = fleet_from(add_a3_mega_pool)
+    got = declare_pool(declare, fleet, "h100-mega").one(NODE_POOL).inputs
+    assert got["nodeConfig"]["machineType"] == "a3-megagpu-8g"
+    assert got["nodeConfig"]["guestAccelerators"] == [
+        {
+            "type": "nvidia-h100-mega-80gb",
+            "count": 8,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "INSTALLATION_DISABLED"},
+        }
+    ]
+    pool = next(p for p in fleet.pools if p.name == "h100-mega")
+    observed = observed_labels(fleet, pool)
+    assert observed["cloud.google.com/gke-accelerator"] == "nvidia-h100-mega-80gb"
+    assert observed["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    # A3 High keeps the model's accelerator type
+    high = next(p for p in fleet.pools if p.name == "h100")
+    assert high.machine_type == "a3-highgpu-8g"
+    assert observed_labels(fleet, high)["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
