@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +15,7 @@ from components.config import ClusterConfig, FleetConfig, PoolConfig
 from components.nodes import declared_labels, node_taints, uses_native_gke_gpu_features
 
 GKE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")  # us-central1-a; a region has no suffix
 _EFFECTS = {
     "NoSchedule": "NO_SCHEDULE",
     "PreferNoSchedule": "PREFER_NO_SCHEDULE",
@@ -44,6 +47,20 @@ def _gke_scaling(pool: PoolConfig) -> gcp.container.NodePoolAutoscalingArgs:
     )
 
 
+def _gke_initial_node_count(cluster: ClusterConfig, pool: PoolConfig) -> int:
+    """GKE's initialNodeCount is per zone of the pool, while autoscaling's total_min/total_max
+    count the whole pool: `min_nodes` per zone would start a pool over 3 zones at 3x its
+    minimum. Spread the minimum instead, rounding up (total at or just above the minimum).
+    Without `zones` the pool takes the cluster's node locations: one zone for a zonal cluster;
+    for a regional one their number is not known here, so start at 0 and leave the floor to
+    total_min_node_count rather than overshoot on expensive accelerators."""
+    if pool.zones:
+        return math.ceil(pool.min_nodes / len(pool.zones))
+    if _GCP_ZONE.match(cluster.region):
+        return pool.min_nodes
+    return 0
+
+
 def _gke_common(cluster: ClusterConfig, pool: PoolConfig) -> dict[str, Any]:
     return {
         "name": pool.name,
@@ -51,7 +68,7 @@ def _gke_common(cluster: ClusterConfig, pool: PoolConfig) -> dict[str, Any]:
         "location": cluster.region,
         "project": cluster.project,
         "node_locations": list(pool.zones) or None,
-        "initial_node_count": pool.min_nodes,
+        "initial_node_count": _gke_initial_node_count(cluster, pool),
         "autoscaling": _gke_scaling(pool),
         "management": gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
         # No surge: accelerator capacity is scarce; replace nodes one at a time.

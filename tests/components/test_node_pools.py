@@ -292,3 +292,45 @@ def test_gke_a3_mega_pool_asks_for_the_mega_accelerator(
     high = next(p for p in fleet.pools if p.name == "h100")
     assert high.machine_type == "a3-highgpu-8g"
     assert observed_labels(fleet, high)["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
+
+
+@pytest.mark.parametrize(
+    ("location", "zones", "min_nodes", "per_zone"),
+    [
+        ("us-central1", ["us-central1-a", "us-central1-b", "us-central1-c"], 2, 1),
+        ("us-central1", ["us-central1-a", "us-central1-b", "us-central1-c"], 4, 2),
+        ("us-central1", ["us-central1-a", "us-central1-c"], 2, 1),
+        ("us-central1", ["us-central1-a"], 2, 2),
+        ("us-central1", ["us-central1-a", "us-central1-b", "us-central1-c"], 0, 0),
+        # no zones: a regional cluster's node locations are not known here
+        ("us-central1", [], 2, 0),
+        # no zones in a zonal cluster: its one zone
+        ("us-central1-a", [], 2, 2),
+    ],
+)
+@pytest.mark.parametrize("pool_name", ["h100", "tpu"])
+def test_gke_initial_node_count_is_per_zone(
+    location: str,
+    zones: list[str],
+    min_nodes: int,
+    per_zone: int,
+    pool_name: str,
+    declare: Declare,
+    fleet_from: FleetFrom,
+) -> None:
+    """GKE's initialNodeCount is per zone, the autoscaling bounds are totals: the pool starts at
+    its minimum or just above, never at min_nodes in every zone."""
+
+    def edit(raw: dict[str, Any]) -> None:
+        raw["clusters"][0]["region"] = location
+        pool = next(p for p in raw["clusters"][0]["pools"] if p["name"] == pool_name)
+        pool["zones"] = zones
+        pool["min_nodes"] = min_nodes
+        pool["max_nodes"] = max(pool.get("max_nodes", 0), min_nodes, 1)
+
+    got = declare_pool(declare, fleet_from(edit), pool_name).one(NODE_POOL).inputs
+    assert got["initialNodeCount"] == per_zone
+    assert got["autoscaling"]["totalMinNodeCount"] == min_nodes
+    if zones:
+        assert got["nodeLocations"] == zones
+        assert min_nodes <= per_zone * len(zones) < min_nodes + len(zones)
