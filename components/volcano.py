@@ -9,9 +9,25 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components import labels
 from components.config import ClusterConfig, FleetConfig
 from components.kube import declare
 from components.manifests import volcano_crds, volcano_queues
+
+BINPACK_ARGUMENTS: dict[str, Any] = {
+    # Upstream binpack (pkg/scheduler/plugins/binpack/binpack.go) scores only cpu, memory and
+    # the resources named in `binpack.resources`, a comma-separated string (not a list), each
+    # weighted by `binpack.resources.<name>` (default 1). Without it accelerators are not
+    # packed at all. Accelerators weigh 10 against cpu and memory's 1, so a free GPU or TPU
+    # slot decides the node, and the plugin's weight outranks nodeorder's spreading
+    # (leastrequested).
+    "binpack.weight": 10,
+    "binpack.cpu": 1,
+    "binpack.memory": 1,
+    "binpack.resources": f"{labels.GPU_RESOURCE}, {labels.TPU_RESOURCE}",
+    f"binpack.resources.{labels.GPU_RESOURCE}": 10,
+    f"binpack.resources.{labels.TPU_RESOURCE}": 10,
+}
 
 SCHEDULER_TIERS: list[dict[str, Any]] = [
     {
@@ -27,7 +43,7 @@ SCHEDULER_TIERS: list[dict[str, Any]] = [
             {"name": "predicates"},
             {"name": "proportion"},
             {"name": "nodeorder"},
-            {"name": "binpack"},
+            {"name": "binpack", "arguments": BINPACK_ARGUMENTS},
         ]
     },
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 from component_testkit import Declare
 
@@ -97,6 +99,44 @@ def test_volcano_release_configures_the_scheduler(
     ]
     plugins = {p["name"] for tier in conf["tiers"] for p in tier["plugins"]}
     assert {"gang", "priority", "proportion", "drf"} <= plugins
+
+
+def binpack_weights(arguments: dict[str, Any]) -> dict[str, int]:
+    """Resource -> weight, as upstream Volcano's binpack `calculateWeight` reads its arguments
+    (pkg/scheduler/plugins/binpack/binpack.go): `binpack.resources` must be a string of
+    comma-separated names, each weighted by `binpack.resources.<name>` (default 1); cpu and
+    memory always count. A resource absent from the result is not packed."""
+
+    def weight(key: str) -> int:
+        value = arguments.get(key, 1)
+        return value if isinstance(value, int) and value >= 0 else 1
+
+    names = arguments.get("binpack.resources")
+    weights = {
+        name.strip(): weight(f"binpack.resources.{name.strip()}")
+        for name in (names if isinstance(names, str) else "").split(",")
+        if name.strip()
+    }
+    weights["cpu"] = weight("binpack.cpu")
+    weights["memory"] = weight("binpack.memory")
+    return weights
+
+
+def test_volcano_binpack_packs_accelerators(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    fleet = stack_fleets["prod"]
+    declared = declare(
+        lambda: Volcano("prod-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
+    )
+    release = declared.one(RELEASE).inputs
+    conf = yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])
+    (binpack,) = [p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "binpack"]
+    arguments = binpack.get("arguments") or {}
+    assert arguments.get("binpack.weight", 1) > 0  # 0 turns the plugin off
+    weights = binpack_weights(arguments)
+    for resource in ("nvidia.com/gpu", "google.com/tpu"):
+        assert weights.get(resource, 0) > max(weights["cpu"], weights["memory"]), resource
 
 
 def test_one_queue_per_team_with_capability_guarantee_and_weight(
