@@ -112,13 +112,18 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
     settings = config.controller
     opa_url: str
     opa_ca_file: str | None
+    opa_service: str | None
     if settings.opa_url is None:
         # The in-cluster OPA Service (HTTPS on 443), verified with the CA the CronJob mounts.
+        # Its replicas each keep their own data, so spend goes to every ready one of them
+        # (found through the Service's EndpointSlices), not through the Service.
         opa_url = f"https://{config.opa.name}.{config.system_namespace}.svc:{OPA_SERVICE_PORT}"
         opa_ca_file = settings.opa_ca_file or f"{OPA_CA_MOUNT}/ca.crt"
+        opa_service = f"{config.system_namespace}/{config.opa.name}"
     else:
         opa_url = settings.opa_url
         opa_ca_file = settings.opa_ca_file
+        opa_service = None
     return {
         "period_seconds": settings.period_seconds,
         "schedule": cron_schedule(settings.period_seconds),
@@ -127,6 +132,7 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "prometheus_url": settings.prometheus_url,
         "opa_url": opa_url,
         "opa_ca_file": opa_ca_file,
+        "opa_service": opa_service,
         "dry_run": settings.dry_run,
         "lease_name": settings.lease_name,
         "namespace": config.system_namespace,

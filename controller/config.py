@@ -226,6 +226,9 @@ class Settings:
 
     prometheus_url, opa_url: where the metrics and the decisions are (no default of their own).
     opa_ca_file: CA bundle to verify an https OPA; None uses the system store. Default None.
+    opa_service: "namespace/name" of the in-cluster OPA Service whose replicas each get the
+        spend document (each keeps its own data); None publishes spend to opa_url alone.
+        Default None; a `--opa-url` on the command line also means None.
     dry_run: decide, ask OPA, print and log every action, change nothing. Default false.
     lease_name, lease_namespace: the Lease that keeps two runs from overlapping.
     lease_seconds: how long a crashed run blocks the next one. Default the period (300).
@@ -247,6 +250,7 @@ class Settings:
     prometheus_url: str
     opa_url: str
     opa_ca_file: str | None = None
+    opa_service: str | None = None
     dry_run: bool = False
     lease_name: str = "fleetplane-controller"
     lease_namespace: str = "fleetplane-system"
@@ -280,6 +284,8 @@ class Settings:
             values["scrape_interval_seconds"] = float(section["scrape_interval_seconds"])
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
+        if "opa_url" not in given and section.get("opa_service"):
+            values["opa_service"] = section["opa_service"]
         problems = [
             f"controller.{key}: required (or --{key.replace('_', '-')})"
             for key in ("prometheus_url", "opa_url")

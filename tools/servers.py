@@ -150,17 +150,35 @@ class _Process:
 
 @dataclass
 class OpaServer:
-    """`opa run --server` on loopback with the project's policies (tests excluded) loaded."""
+    """`opa run --server` on loopback with the project's policies (tests excluded) loaded.
+
+    With `tls` (certificate and key files) it also serves HTTPS on `https_host`:`https_port`,
+    as the in-cluster Deployment does; plain HTTP on loopback `port` stays (readiness, test
+    queries)."""
 
     policies: Path = POLICIES_DIR
     bin_dir: Path = BIN_DIR
     work_dir: Path | None = None
     port: int = 0
+    tls: tuple[Path, Path] | None = None
+    https_host: str = "127.0.0.1"
+    https_port: int = 0
     _process: _Process | None = field(default=None, init=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        self.https_port = free_port()
+        cert, key = self.tls
+        return [
+            f"--addr=https://{self.https_host}:{self.https_port}",
+            f"--tls-cert-file={cert}",
+            f"--tls-private-key-file={key}",
+        ]
 
     def start(self, *, timeout: float = 30.0) -> OpaServer:
         from components.manifests import OPA_RUN_FLAGS  # the flags every OPA of the project gets
@@ -174,7 +192,8 @@ class OpaServer:
                 str(binaries["opa"]),
                 "run",
                 "--server",
-                f"--addr=127.0.0.1:{port}",
+                f"--addr=http://127.0.0.1:{port}",
+                *self._tls_args(),
                 "--log-level=error",
                 *OPA_RUN_FLAGS,
                 "--ignore=*_test.rego",

@@ -3,7 +3,9 @@
 Decisions are `POST /v1/data/fleetplane/decisions/<name>` with `{"input": ...}`; the answer's
 `result` must carry a boolean `allow` and a list of `reasons` (docs/contracts.md). Anything else
 (OPA unreachable, 5xx, an undefined or malformed result) is an error, never an allow. Spend is
-written with opa-python-client's `OpaClient.update_or_create_data` at `fleetplane/spend`.
+written with opa-python-client's `OpaClient.update_or_create_data` at `fleetplane/spend` when
+OPA is one server (`publish_spend`); to each replica of the in-cluster OPA Service by its pod
+address, its certificate verified for the Service's name (`publish_spend_to`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from urllib.parse import urlsplit
 
 import orjson
 import requests
+from requests.adapters import HTTPAdapter
 
 from controller.errors import PermanentError, TemporaryError
+from controller.observe.endpoints import Endpoint
 
 SPEND_PATH = "fleetplane/spend"
 
@@ -99,3 +103,46 @@ class Opa:
             if "Connection" in name:
                 raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
             raise PermanentError(f"opa {self.url}: publishing spend: {name}: {error}") from error
+
+    def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
+        """Replace `data.fleetplane.spend` on each replica at its pod address, with the scheme of
+        `url` and, for https, the certificate checked against `url`'s host name (the Service's,
+        which the serving certificate names; a pod address is in no certificate). Every replica
+        is tried; returns what failed, one line each (empty when all took the document)."""
+        parts = urlsplit(self.url)
+        body = orjson.dumps(document)
+        failed: list[str] = []
+        with requests.Session() as session:
+            if parts.scheme == "https" and parts.hostname:
+                session.mount("https://", _NamedHostAdapter(parts.hostname))
+            for endpoint in endpoints:
+                self.requests_made += 1
+                url = f"{parts.scheme}://{endpoint.host}:{endpoint.port}/v1/data/{SPEND_PATH}"
+                try:
+                    response = session.put(
+                        url,
+                        data=body,
+                        headers={"Content-Type": "application/json"},
+                        timeout=self.timeout,
+                        verify=self._verify,
+                    )
+                except requests.RequestException as error:
+                    failed.append(f"{endpoint}: {error}")
+                    continue
+                if response.status_code != 204:
+                    failed.append(f"{endpoint}: HTTP {response.status_code}: {response.text[:200]}")
+        return failed
+
+
+class _NamedHostAdapter(HTTPAdapter):
+    """HTTPS to an address whose certificate names a host instead: SNI and the certificate
+    check use `hostname`; the CA check is unchanged."""
+
+    def __init__(self, hostname: str) -> None:
+        self._hostname = hostname
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["server_hostname"] = self._hostname
+        kwargs["assert_hostname"] = self._hostname
+        super().init_poolmanager(*args, **kwargs)

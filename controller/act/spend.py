@@ -3,7 +3,7 @@
 
 Order per pass: (1) write every team's accumulator (one annotation update each; a conflict
 re-reads the namespace and folds again from the fresh accumulator), (2) publish all teams to OPA
-in one document, (3) record an Event on the team namespace for each threshold crossed this
+in one document (to every ready replica of the in-cluster OPA Service, when there is one), (3) record an Event on the team namespace for each threshold crossed this
 month. The threshold is remembered in the accumulator written in (1) before its Event is
 recorded, so an Event is never repeated within a month.
 """
@@ -18,7 +18,8 @@ from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.spend import Accumulator, PodCost, SpendPlan, TeamSpend, team_spend
-from controller.errors import NotFoundError
+from controller.errors import NotFoundError, TemporaryError
+from controller.observe.endpoints import ready_endpoints
 from controller.observe.kube import namespace_path
 
 CONCERN = "spend"
@@ -75,8 +76,29 @@ def _describe(spends: dict[str, TeamSpend]) -> str:
 
 
 def _publish(rt: Runtime, document: dict[str, Any], spends: dict[str, TeamSpend]) -> bool:
-    rt.opa.publish_spend(document)
-    rt.done(CONCERN, "publish", "data.fleetplane.spend", _describe(spends))
+    service = rt.settings.opa_service
+    if service is None:
+        rt.opa.publish_spend(document)
+        rt.done(CONCERN, "publish", "data.fleetplane.spend", _describe(spends))
+        return True
+    # Each replica of the in-cluster OPA keeps its own data: through the Service only one of
+    # them would get the document, and the others would judge budgets on stale spend.
+    namespace, _, name = service.partition("/")
+    endpoints = ready_endpoints(rt.kube, namespace, name)
+    if not endpoints:
+        raise TemporaryError(f"Service {service}: no ready OPA replica to publish spend to")
+    failed = rt.opa.publish_spend_to(document, endpoints)
+    if failed:
+        raise TemporaryError(
+            f"spend reached {len(endpoints) - len(failed)} of {len(endpoints)} OPA replicas of "
+            f"Service {service}; not: " + "; ".join(failed)
+        )
+    rt.done(
+        CONCERN,
+        "publish",
+        "data.fleetplane.spend",
+        f"{_describe(spends)}, to all {len(endpoints)} OPA replicas of Service {service}",
+    )
     return True
 
 

@@ -135,6 +135,7 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "prometheus_url": "http://127.0.0.1:9090",
         "opa_url": "http://127.0.0.1:8181",
         "opa_ca_file": None,
+        "opa_service": None,
         "dry_run": False,
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",
@@ -143,6 +144,8 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
     prod = render_opa_data(stack_fleets["prod"])["controller"]
     assert prod["opa_url"] == "https://fleetplane-opa.fleetplane-system.svc:443"
     assert prod["opa_ca_file"] == "/etc/fleetplane/opa-ca/ca.crt"
+    # The in-cluster OPA's replicas, each of which gets the spend document.
+    assert prod["opa_service"] == "fleetplane-system/fleetplane-opa"
     assert render_opa_data(stack_fleets["dev"])["controller"]["dry_run"] is True
 
 

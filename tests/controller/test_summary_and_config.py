@@ -73,6 +73,14 @@ def test_settings_take_the_controller_section_and_command_line_overrides() -> No
         Settings.from_config(fleet(lambda doc: doc.pop("controller")))
 
 
+def test_spend_goes_to_the_opa_service_replicas_unless_the_command_line_names_an_opa() -> None:
+    in_cluster = fleet(lambda doc: doc["controller"].update(opa_service="fleetplane-system/opa"))
+    assert Settings.from_config(in_cluster).opa_service == "fleetplane-system/opa"
+    # Another OPA given on the command line (e.g. a port-forward) is the only one written.
+    assert Settings.from_config(in_cluster, opa_url="http://127.0.0.1:8181").opa_service is None
+    assert Settings.from_config(fleet()).opa_service is None
+
+
 def test_evidence_queries_get_their_own_longer_timeout() -> None:
     assert Settings.from_config(fleet()).query_timeout_seconds == 60
     view = fleet(lambda doc: doc["controller"].update(query_timeout_seconds=90))
