@@ -66,6 +66,10 @@ def _guard(rt: Runtime, action: str, target: str, run: Any) -> bool:
     return bool(rt.guarded(CONCERN, action, target, run))
 
 
+def _uid_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 def warn(rt: Runtime, judgement: PodJudgement) -> bool:
     pod, rule = judgement.pod, judgement.rule
     assert rule is not None
@@ -79,9 +83,16 @@ def warn(rt: Runtime, judgement: PodJudgement) -> bool:
         rt.would(CONCERN, "warn", pod.key, message)
         return True
 
+    replaced: list[str] = []
+
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current is not None:
-            # Re-read after a conflict: still not warned inside this window?
+            # Re-read after a conflict: still the pod that was judged idle? A pod created again
+            # under the same name is another workload, with no evidence against it.
+            if (uid := _uid_of(current)) != pod.uid:
+                replaced.append(uid)
+                return None
+            # Still not warned inside this window?
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             previous = annotations.get(keys.IDLE_WARNED_AT)
             if (
@@ -106,6 +117,9 @@ def warn(rt: Runtime, judgement: PodJudgement) -> bool:
     except NotFoundError:
         rt.log.info("idle.warn.gone", pod=pod.key)
         return False
+    if replaced:
+        rt.log.info("idle.warn.replaced", pod=pod.key, uid=pod.uid, new_uid=replaced[0])
+        return False
     if written is None:
         rt.log.info("idle.warn.already", pod=pod.key)
         return False
@@ -123,6 +137,8 @@ def clear_warning(rt: Runtime, judgement: PodJudgement) -> bool:
 
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current is not None:
+            if _uid_of(current) != pod.uid:
+                return None  # another pod under the same name: not ours to clear
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             if keys.IDLE_WARNED_AT not in annotations and keys.RECLAIM_DEADLINE not in annotations:
                 return None
