@@ -21,7 +21,7 @@ from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import VOLCANO_JOB_API, Target
-from controller.errors import ConflictError, NotFoundError
+from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
 
@@ -202,8 +202,9 @@ def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
     ref = handler(rt, target, item, why)
     if ref is None:
         return False
-    if ref.kind != "Pod":  # a bare pod's Event is recorded before it is deleted
-        rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    # Only once the reclaim is done: an Event outlives a deleted pod (it names its uid).
+    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    if ref.kind != "Pod":
         for judgement in item.pods:
             rt.events.emit(pod_ref(judgement), "IdleReclaimed", f"{why} (via {ref})", warning=True)
     rt.done(CONCERN, "reclaim", target.key, why, method=target.method)
@@ -353,16 +354,24 @@ def _abort_volcano_job(
 def _delete_pod(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
     judgement = item.pods[0]
     ref = pod_ref(judgement)
-    # The Event first: the pod is about to disappear, the Event stays with its name and uid.
-    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    # The IdleReclaimed Event is recorded by `reclaim` after the delete succeeded.
     try:
         rt.kube.delete(
             pod_path(target.namespace, target.name),
             {"preconditions": {"uid": judgement.pod.uid}},
         )
     except NotFoundError:
+        rt.log.info("idle.reclaim.gone", target=target.key)
         return None
     except ConflictError:
         rt.log.info("idle.reclaim.replaced", target=target.key)
         return None
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        # Logged and counted by Runtime.guarded; the Event tells the pod's owner.
+        rt.events.emit(
+            ref, "IdleReclaimFailed", f"{why}; deleting the pod failed: {error}", warning=True
+        )
+        raise
     return ref
