@@ -87,7 +87,8 @@ class IdleConfig(_Model):
     window_seconds: int = Field(default=3600, gt=0)
     """Length of the observation window. Default 3600."""
     grace_seconds: int = Field(default=1800, ge=0)
-    """Time between the idle warning and the earliest reclaim. Default 1800."""
+    """Time between the idle warning and the earliest reclaim; at most `window_seconds` (a
+    warning counts only inside one window). Default 1800."""
 
 
 class PriorityClassConfig(_Model):
@@ -948,6 +949,16 @@ def _check_tpu_pool(pool: PoolConfig, model: catalog.AcceleratorModel, at: str, 
             )
 
 
+def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:
+    """The problem of an idle rule whose grace outlasts its window (the controller's
+    `parse_config` reports it with the same words)."""
+    return (
+        f"{grace_seconds:g}s is longer than idle.window_seconds ({window_seconds:g}s): a warning "
+        "counts only inside one window, so the pod would be warned again every window and never "
+        "reclaimed; make grace_seconds at most window_seconds"
+    )
+
+
 def _check_workload_types(config: FleetConfig, add: Any) -> None:
     for name, wt in config.workload_types.items():
         if not wt.priority_classes:
@@ -958,6 +969,11 @@ def _check_workload_types(config: FleetConfig, add: Any) -> None:
             add(
                 f"workload_types.{name}.max_idle_timeout_seconds",
                 "set, but the type has no idle rule",
+            )
+        if wt.idle is not None and wt.idle.grace_seconds > wt.idle.window_seconds:
+            add(
+                f"workload_types.{name}.idle.grace_seconds",
+                grace_longer_than_window(wt.idle.grace_seconds, wt.idle.window_seconds),
             )
 
 

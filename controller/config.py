@@ -91,6 +91,17 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:
+    """The problem of an idle rule whose grace outlasts its window. The same words as
+    `components.config.grace_longer_than_window` (which the controller does not import: it
+    pulls in pydantic), so a stack and a hand-written document get the same message."""
+    return (
+        f"{grace_seconds:g}s is longer than idle.window_seconds ({window_seconds:g}s): a warning "
+        "counts only inside one window, so the pod would be warned again every window and never "
+        "reclaimed; make grace_seconds at most window_seconds"
+    )
+
+
 def parse_config(raw: Any) -> FleetView:
     """A `FleetView` of a rendered document, or `ConfigProblems` listing every problem."""
     problems: list[str] = []
@@ -119,6 +130,13 @@ def parse_config(raw: Any) -> FleetView:
             if not any(p.startswith(f"{at}.idle.") for p in problems):
                 if idle_raw["window_seconds"] <= 0:
                     problems.append(f"{at}.idle.window_seconds: must be positive")
+                elif idle_raw["grace_seconds"] > idle_raw["window_seconds"]:
+                    problems.append(
+                        f"{at}.idle.grace_seconds: "
+                        + grace_longer_than_window(
+                            idle_raw["grace_seconds"], idle_raw["window_seconds"]
+                        )
+                    )
                 else:
                     idle = IdleRule(
                         util_threshold_percent=float(idle_raw["util_threshold_percent"]),

@@ -21,7 +21,7 @@ from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import VOLCANO_JOB_API, Target
-from controller.errors import ConflictError, NotFoundError
+from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
 
@@ -66,6 +66,10 @@ def _guard(rt: Runtime, action: str, target: str, run: Any) -> bool:
     return bool(rt.guarded(CONCERN, action, target, run))
 
 
+def _uid_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 def warn(rt: Runtime, judgement: PodJudgement) -> bool:
     pod, rule = judgement.pod, judgement.rule
     assert rule is not None
@@ -79,9 +83,16 @@ def warn(rt: Runtime, judgement: PodJudgement) -> bool:
         rt.would(CONCERN, "warn", pod.key, message)
         return True
 
+    replaced: list[str] = []
+
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current is not None:
-            # Re-read after a conflict: still not warned inside this window?
+            # Re-read after a conflict: still the pod that was judged idle? A pod created again
+            # under the same name is another workload, with no evidence against it.
+            if (uid := _uid_of(current)) != pod.uid:
+                replaced.append(uid)
+                return None
+            # Still not warned inside this window?
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             previous = annotations.get(keys.IDLE_WARNED_AT)
             if (
@@ -106,6 +117,9 @@ def warn(rt: Runtime, judgement: PodJudgement) -> bool:
     except NotFoundError:
         rt.log.info("idle.warn.gone", pod=pod.key)
         return False
+    if replaced:
+        rt.log.info("idle.warn.replaced", pod=pod.key, uid=pod.uid, new_uid=replaced[0])
+        return False
     if written is None:
         rt.log.info("idle.warn.already", pod=pod.key)
         return False
@@ -123,6 +137,8 @@ def clear_warning(rt: Runtime, judgement: PodJudgement) -> bool:
 
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current is not None:
+            if _uid_of(current) != pod.uid:
+                return None  # another pod under the same name: not ours to clear
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             if keys.IDLE_WARNED_AT not in annotations and keys.RECLAIM_DEADLINE not in annotations:
                 return None
@@ -186,8 +202,9 @@ def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
     ref = handler(rt, target, item, why)
     if ref is None:
         return False
-    if ref.kind != "Pod":  # a bare pod's Event is recorded before it is deleted
-        rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    # Only once the reclaim is done: an Event outlives a deleted pod (it names its uid).
+    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    if ref.kind != "Pod":
         for judgement in item.pods:
             rt.events.emit(pod_ref(judgement), "IdleReclaimed", f"{why} (via {ref})", warning=True)
     rt.done(CONCERN, "reclaim", target.key, why, method=target.method)
@@ -337,16 +354,24 @@ def _abort_volcano_job(
 def _delete_pod(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
     judgement = item.pods[0]
     ref = pod_ref(judgement)
-    # The Event first: the pod is about to disappear, the Event stays with its name and uid.
-    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    # The IdleReclaimed Event is recorded by `reclaim` after the delete succeeded.
     try:
         rt.kube.delete(
             pod_path(target.namespace, target.name),
             {"preconditions": {"uid": judgement.pod.uid}},
         )
     except NotFoundError:
+        rt.log.info("idle.reclaim.gone", target=target.key)
         return None
     except ConflictError:
         rt.log.info("idle.reclaim.replaced", target=target.key)
         return None
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        # Logged and counted by Runtime.guarded; the Event tells the pod's owner.
+        rt.events.emit(
+            ref, "IdleReclaimFailed", f"{why}; deleting the pod failed: {error}", warning=True
+        )
+        raise
     return ref

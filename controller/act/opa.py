@@ -62,7 +62,15 @@ class Opa:
             raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
         if response.status_code != 200:
             raise PermanentError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
-        result = orjson.loads(response.content).get("result")
+        try:
+            answer = orjson.loads(response.content)
+        except orjson.JSONDecodeError as error:
+            raise PermanentError(f"opa {url}: answer is not JSON: {error}") from error
+        if not isinstance(answer, dict):
+            raise PermanentError(
+                f"opa {url}: answer is not a JSON object but {type(answer).__name__}"
+            )
+        result = answer.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("allow"), bool):
             raise PermanentError(f"opa {url}: no boolean `allow` in the answer (policy loaded?)")
         reasons = result.get("reasons")

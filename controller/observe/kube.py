@@ -289,7 +289,24 @@ class KubeClient:
         response = self._send(method, path, params=params, body=body, content_type=content_type)
         if raw:
             return response.content
-        return orjson.loads(response.content) if response.content else None
+        if not response.content:
+            return None
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError as error:
+            raise PermanentError(
+                f"{method} {self.server}{path}: answer is not JSON: {error}: "
+                f"{response.content[:100]!r}"
+            ) from error
+
+    def _object(self, method: str, path: str, answer: Any) -> dict[str, Any]:
+        """An answer that must be one Kubernetes object."""
+        if not isinstance(answer, dict):
+            raise PermanentError(
+                f"{method} {self.server}{path}: answer is not a JSON object but "
+                f"{type(answer).__name__}"
+            )
+        return answer
 
     def _send(
         self,
@@ -354,8 +371,15 @@ class KubeClient:
                     restarted, token = True, None
                     continue
                 raise
-            yield page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue")
+            page = self._object("GET", path, page)
+            items = page.get("items") or []
+            metadata = page.get("metadata") or {}
+            if not isinstance(items, list) or not isinstance(metadata, dict):
+                raise PermanentError(
+                    f"GET {self.server}{path}: not a list object (items or metadata malformed)"
+                )
+            yield items
+            token = metadata.get("continue")
             if not token:
                 return
 
@@ -474,14 +498,16 @@ class KubeClient:
     # typed helpers -------------------------------------------------------------------------
 
     def get(self, path: str) -> dict[str, Any]:
-        return dict(self.request("GET", path))
+        return self._object("GET", path, self.request("GET", path))
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.request("POST", path, body=body))
+        return self._object("POST", path, self.request("POST", path, body=body))
 
     def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         """JSON merge patch; put `metadata.resourceVersion` in it for a 409 on a stale read."""
-        return dict(self.request("PATCH", path, body=patch, content_type=MERGE_PATCH))
+        return self._object(
+            "PATCH", path, self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        )
 
     def delete(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return self.request("DELETE", path, body=body)

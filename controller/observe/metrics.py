@@ -116,25 +116,48 @@ class Prometheus:
             raise TemporaryError(f"prometheus {self.url}: {error}") from error
         if response.status_code >= 500 or response.status_code == 429:
             raise TemporaryError(f"prometheus {self.url}: HTTP {response.status_code}")
+        where = f"prometheus {self.url}: query {promql[:300]!r}"
         try:
             body = orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
-            raise PermanentError(f"prometheus {self.url}: not JSON") from error
+            raise PermanentError(f"{where}: answer is not JSON: {error}") from error
+        if not isinstance(body, dict):
+            raise PermanentError(f"{where}: answer is not a JSON object")
         if body.get("status") != "success":
-            raise PermanentError(f"prometheus query {promql[:300]!r} failed: {body.get('error')}")
-        return list(body["data"]["result"])
+            raise PermanentError(f"{where}: failed: {body.get('error')}")
+        data = body.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list):
+            raise PermanentError(f"{where}: answer has no data.result list")
+        return result
 
     def _per_gpu(self, promql: str, at: float) -> dict[GpuKey, float]:
+        """One value per GPU series. A malformed series fails the whole answer (PermanentError):
+        dropping it could leave a pod with partial evidence, and evidence must be whole."""
         values: dict[GpuKey, float] = {}
         for series in self.query(promql, at):
-            labels = series.get("metric") or {}
-            key = (
-                labels.get("namespace", ""),
-                labels.get("pod", ""),
-                labels.get("Hostname", ""),
-                labels.get("gpu", ""),
-            )
-            values[key] = float(series["value"][1])
+            labels = series.get("metric") if isinstance(series, dict) else None
+            sample = series.get("value") if isinstance(series, dict) else None
+            try:
+                if labels is not None and not isinstance(labels, dict):
+                    raise TypeError("metric is not an object")
+                labels = labels or {}
+                key = (
+                    str(labels.get("namespace", "")),
+                    str(labels.get("pod", "")),
+                    str(labels.get("Hostname", "")),
+                    str(labels.get("gpu", "")),
+                )
+                if not isinstance(sample, list) or len(sample) != 2:
+                    raise TypeError('value is not a [time, "number"] pair')
+                if not isinstance(sample[1], str):
+                    raise TypeError("the sample value is not a string")
+                values[key] = float(sample[1])
+            except (TypeError, ValueError) as error:
+                raise PermanentError(
+                    f"prometheus {self.url}: query {promql[:300]!r}: malformed series "
+                    f"{str(series)[:200]}: {error}"
+                ) from error
         return values
 
     def peaks(self, window_seconds: int, at: float) -> dict[GpuKey, float]:

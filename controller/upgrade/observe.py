@@ -9,6 +9,7 @@ refuses. Everything is slimmed into frozen views; decisions never see raw JSON.
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -138,10 +139,13 @@ class PodView:
     gpu: str | None
     """Why the pod counts as using the GPU; None when it does not (or its role never blocks)."""
     last_checkpoint: float | None
+    """`fleetplane.dev/last-checkpoint` as a number, unchecked: use `checkpoint_at`."""
     attempt: int | None
     """Validator pods: the attempt they belong to."""
     terminated: Terminated | None
     """First container's terminated state, if it has one."""
+    checkpoint_text: str | None = None
+    """The annotation as written, to name it when it is malformed."""
 
     @property
     def key(self) -> str:
@@ -160,9 +164,10 @@ def pod_view(raw: dict[str, Any], settings: UpgradeSettings) -> PodView:
     )
     annotations = metadata.get("annotations") or {}
     labels = metadata.get("labels") or {}
+    checkpoint_text = annotations.get(keys.LAST_CHECKPOINT)
     try:
-        checkpoint = float(annotations[keys.LAST_CHECKPOINT])
-    except (KeyError, ValueError):
+        checkpoint = float(checkpoint_text) if checkpoint_text is not None else None
+    except (TypeError, ValueError):
         checkpoint = None
     terminated = None
     container_statuses = status.get("containerStatuses") or ()
@@ -192,7 +197,32 @@ def pod_view(raw: dict[str, Any], settings: UpgradeSettings) -> PodView:
         last_checkpoint=checkpoint,
         attempt=int(attempt_text) if attempt_text and attempt_text.isdigit() else None,
         terminated=terminated,
+        checkpoint_text=None if checkpoint_text is None else str(checkpoint_text),
     )
+
+
+def checkpoint_problem(pod: PodView, now: float) -> str | None:
+    """What is wrong with the pod's `fleetplane.dev/last-checkpoint` at `now`; None when it is
+    absent or a plausible time: epoch seconds, finite, after 1970 and not in the future (a value
+    in milliseconds, "inf" or a clock ahead of ours would otherwise read as "just checkpointed")."""
+    if pod.checkpoint_text is None:
+        return None
+    at = pod.last_checkpoint
+    if at is None or not math.isfinite(at):
+        return "not a finite number of epoch seconds"
+    if at <= 0:
+        return "not after 1970"
+    if at > now:
+        return f"{at - now:.0f}s in the future (epoch seconds expected)"
+    return None
+
+
+def checkpoint_at(pod: PodView, now: float) -> float | None:
+    """When the pod last checkpointed, if its annotation is trustworthy at `now`; a malformed
+    or future one counts as no checkpoint at all."""
+    if pod.checkpoint_text is None or checkpoint_problem(pod, now) is not None:
+        return None
+    return pod.last_checkpoint
 
 
 @dataclass(kw_only=True)
@@ -245,6 +275,18 @@ def take_upgrade_snapshot(
         pods = {name: future.result() for name, future in futures.items()}
         pdbs = pdb_future.result()
     snapshot = UpgradeSnapshot(taken_at=time.time(), nodes=nodes, pods=pods, pdbs=pdbs)
+    for node_name, on_node in pods.items():
+        for view in on_node:
+            problem = checkpoint_problem(view, snapshot.taken_at)
+            if problem is not None:
+                log.warning(
+                    "upgrade.checkpoint.malformed",
+                    pod=view.key,
+                    node=node_name,
+                    annotation=keys.LAST_CHECKPOINT,
+                    value=view.checkpoint_text,
+                    problem=f"{problem}; the pod counts as not checkpointed",
+                )
     log.info(
         "upgrade.observe",
         nodes=len(nodes),

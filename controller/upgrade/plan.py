@@ -29,7 +29,13 @@ from controller.observe.model import DisruptionBudget, format_time
 from controller.upgrade import states
 from controller.upgrade.consumers import Role
 from controller.upgrade.limits import in_any_window, next_opening, upgrade_slots
-from controller.upgrade.observe import NodeView, PodView, UpgradeSnapshot, pdb_blocking
+from controller.upgrade.observe import (
+    NodeView,
+    PodView,
+    UpgradeSnapshot,
+    checkpoint_at,
+    pdb_blocking,
+)
 from controller.upgrade.settings import PoolTarget, UpgradeSettings
 from controller.upgrade.states import Detail
 from controller.upgrade.validator import (
@@ -547,10 +553,12 @@ def on_cordon_required(node: NodeView, pods: list[PodView], ctx: _Context) -> St
 def _evictable_now(pod: PodView, ctx: _Context) -> str | None:
     if pod.owner_kind in SERVICE_OWNERS:
         return f"replica of a {pod.owner_kind}, started again elsewhere"
-    if pod.last_checkpoint is not None:
-        age = ctx.now - pod.last_checkpoint
+    # A malformed or future annotation is no checkpoint: never evict on it (observe logs it).
+    checkpoint = checkpoint_at(pod, ctx.now)
+    if checkpoint is not None:
+        age = ctx.now - checkpoint
         if age <= ctx.settings.checkpoint_max_age_seconds:
-            return f"checkpointed {max(0, int(age))}s ago"
+            return f"checkpointed {int(age)}s ago"
     return None
 
 

@@ -276,15 +276,44 @@ def test_structural_problems_are_all_reported_at_once() -> None:
 
 def test_builtin_workload_types_are_merged_field_by_field() -> None:
     raw = copy.deepcopy(minimal_raw_fleet())
-    raw["workload_types"] = {"notebook": {"idle": {"window_seconds": 600}}}
+    raw["workload_types"] = {"notebook": {"idle": {"window_seconds": 1200}}}
     fleet = parse_fleet(raw)
     assert set(fleet.workload_types) == set(BUILTIN_WORKLOAD_TYPES)
     notebook = fleet.workload_types["notebook"]
     assert notebook.idle is not None
-    assert notebook.idle.window_seconds == 600
+    assert notebook.idle.window_seconds == 1200
     assert notebook.idle.grace_seconds == 900  # built-in default kept
     assert notebook.max_accelerators == 1
     assert fleet.workload_types["inference"].capacity == "on-demand"
+
+
+def test_an_idle_grace_longer_than_the_window_is_refused() -> None:
+    """A warning counts only inside one window: with a longer grace the pod is warned again
+    every window and never reclaimed."""
+    raw = copy.deepcopy(minimal_raw_fleet())
+    raw["workload_types"] = {
+        "batch": {"idle": {"window_seconds": 600, "grace_seconds": 601}},
+        # the built-in grace (900s) outlasts a shortened window too
+        "notebook": {"idle": {"window_seconds": 600}},
+        "training": {"idle": {"window_seconds": 600, "grace_seconds": 600}},  # equal is fine
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(raw)
+    assert sorted(str(p) for p in caught.value.problems) == [
+        "workload_types.batch.idle.grace_seconds: 601s is longer than idle.window_seconds (600s):"
+        " a warning counts only inside one window, so the pod would be warned again every window"
+        " and never reclaimed; make grace_seconds at most window_seconds",
+        "workload_types.notebook.idle.grace_seconds: 900s is longer than idle.window_seconds"
+        " (600s): a warning counts only inside one window, so the pod would be warned again every"
+        " window and never reclaimed; make grace_seconds at most window_seconds",
+    ]
+
+
+def test_the_controller_refuses_a_long_grace_in_the_same_words() -> None:
+    from components.config import grace_longer_than_window as stack_words
+    from controller.config import grace_longer_than_window as controller_words
+
+    assert stack_words(1800, 600) == controller_words(1800, 600)
 
 
 def test_defaults_are_documented_on_every_field() -> None:

@@ -62,6 +62,27 @@ def test_config_problems_are_collected_with_their_paths() -> None:
     )
 
 
+def test_an_idle_grace_longer_than_the_window_is_a_problem() -> None:
+    """A warning counts only inside one window (decide.idle): with a longer grace the pod is
+    warned again every window and never reclaimed."""
+    document = config_document()
+    document["workload_types"]["batch"]["idle"] = {
+        "util_threshold_percent": 5,
+        "window_seconds": 600,
+        "grace_seconds": 1800,
+    }
+    with pytest.raises(ConfigProblems) as caught:
+        parse_config(document)
+    assert caught.value.problems == [
+        "workload_types.batch.idle.grace_seconds: 1800s is longer than idle.window_seconds"
+        " (600s): a warning counts only inside one window, so the pod would be warned again every"
+        " window and never reclaimed; make grace_seconds at most window_seconds"
+    ]
+    document["workload_types"]["batch"]["idle"]["grace_seconds"] = 600
+    idle = parse_config(document).workload_types["batch"].idle
+    assert idle is not None and idle.grace_seconds == idle.window_seconds == 600
+
+
 def test_settings_take_the_controller_section_and_command_line_overrides() -> None:
     view = fleet()
     settings = Settings.from_config(view, opa_url="http://opa:8181", dry_run=None)

@@ -174,8 +174,10 @@ class PodBuilder:
         ]
         return self
 
-    def checkpointed(self, at: float) -> PodBuilder:
-        self.raw["metadata"]["annotations"][keys.LAST_CHECKPOINT] = str(int(at))
+    def checkpointed(self, at: float | str) -> PodBuilder:
+        """Epoch seconds, or the annotation's text as written (to test malformed ones)."""
+        text = at if isinstance(at, str) else str(int(at))
+        self.raw["metadata"]["annotations"][keys.LAST_CHECKPOINT] = text
         return self
 
     def deleting(self) -> PodBuilder:

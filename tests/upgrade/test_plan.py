@@ -514,6 +514,71 @@ def test_transition(case: Case) -> None:
     assert case.want_reason in note, note
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        str(int(NOW * 1000) - 60_000),  # milliseconds, a minute ago
+        str(NOW + 3600),  # an hour ahead of our clock
+        "inf",
+        "-inf",
+        "nan",
+        "0",
+        "-60",
+        "yesterday",
+    ],
+)
+def test_a_malformed_or_future_checkpoint_is_no_checkpoint(written: str) -> None:
+    """Such an annotation once made the age hugely negative, so the job counted as just
+    checkpointed and was evicted at once; now the job is waited for like any other."""
+    plan = plan_of(
+        [node("p-0").state(states.WAIT_FOR_JOBS_REQUIRED, since=T0).cordoned()],
+        [job("ckpt").checkpointed(written)],
+    )
+    assert only_step(plan) is None
+    assert "1 job pod(s)" in plan.pools[POOL].lines[0].note
+
+
+def test_a_checkpoint_taken_now_still_counts() -> None:
+    plan = plan_of(
+        [node("p-0").state(states.WAIT_FOR_JOBS_REQUIRED, since=T0).cordoned()],
+        [job("ckpt").checkpointed(NOW)],
+    )
+    step = only_step(plan)
+    assert step is not None
+    assert [type(a) for a in step.actions] == [Evict]
+    assert "checkpointed 0s ago" in step.actions[0].why  # type: ignore[union-attr]
+
+
+def test_the_snapshot_logs_a_malformed_checkpoint() -> None:
+    from controller.upgrade.observe import take_upgrade_snapshot
+
+    nodes = [node("p-0").state(states.WAIT_FOR_JOBS_REQUIRED, since=T0).cordoned().raw]
+    pods = [job("ok").checkpointed(NOW - 60).raw, job("ms").checkpointed("1790000000000").raw]
+
+    class Kube:
+        def list(self, path: str, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
+            if path == "/api/v1/nodes":
+                return nodes
+            return pods if path == "/api/v1/pods" else []
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.warnings: list[tuple[str, dict[str, Any]]] = []
+
+        def info(self, event: str, **fields: Any) -> None:
+            pass
+
+        def warning(self, event: str, **fields: Any) -> None:
+            self.warnings.append((event, fields))
+
+    log = Recorder()
+    take_upgrade_snapshot(Kube(), SETTINGS, log=log)  # type: ignore[arg-type]
+    assert [(e, f["pod"], f["value"]) for e, f in log.warnings] == [
+        ("upgrade.checkpoint.malformed", "team/ms", "1790000000000")
+    ]
+    assert "in the future" in log.warnings[0][1]["problem"]
+
+
 def test_every_state_has_a_handler_or_is_terminal() -> None:
     from controller.upgrade.plan import HANDLERS
 

@@ -1,0 +1,190 @@
+"""The idle writes against a scripted API (answers no real cluster gives on demand: a conflict,
+then a pod created again under the same name; a delete that fails)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components import labels as keys
+from controller.act.events import EventRecorder
+from controller.act.idle import clear_warning, reclaim, warn
+from controller.act.opa import Decision
+from controller.act.runtime import Runtime
+from controller.config import IdleRule, Settings
+from controller.decide.idle import IdleFacts, PodJudgement, ReclaimPlan, Verdict
+from controller.decide.workloads import Target
+from controller.errors import ConflictError, NotFoundError, PermanentError
+from controller.summary import Summary
+from tests.controller.builders import NOW, a_pod, fleet
+
+RULE = IdleRule(util_threshold_percent=5.0, window_seconds=3600, grace_seconds=1800)
+
+
+class ScriptedKube:
+    """merge_patch answers 409 `conflicts` times, then echoes the patch; get returns `current`;
+    every write is recorded."""
+
+    def __init__(self, current: dict[str, Any], conflicts: int = 1) -> None:
+        self.current = current
+        self.conflicts = conflicts
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
+        self.deletes: list[tuple[str, Any]] = []
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ConflictError(f"PATCH {path}: HTTP 409: the object has been modified")
+        self.patches.append((path, patch))
+        return copy.deepcopy(self.current)
+
+    def get(self, path: str) -> dict[str, Any]:
+        return copy.deepcopy(self.current)
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(body)
+        return body
+
+    def delete(self, path: str, body: Any = None) -> Any:
+        self.deletes.append((path, body))
+        return {}
+
+
+def runtime(kube: ScriptedKube) -> Runtime:
+    return Runtime(
+        kube=kube,  # type: ignore[arg-type]
+        opa=None,  # type: ignore[arg-type]
+        fleet=fleet(),
+        settings=Settings(prometheus_url="http://unused", opa_url="http://unused"),
+        now=NOW,
+        summary=Summary(),
+        events=EventRecorder(kube, dry_run=False),  # type: ignore[arg-type]
+    )
+
+
+def judged(builder: Any, verdict: Verdict = Verdict.WARN) -> PodJudgement:
+    return PodJudgement(pod=builder.build(), verdict=verdict, reason="GPU idle for 1h", rule=RULE)
+
+
+def test_a_warning_is_not_written_on_a_pod_created_again_under_the_same_name() -> None:
+    judged_pod = a_pod("nb").uid("old-uid").gpus(1).on("h100-0")
+    replacement = a_pod("nb").uid("new-uid").gpus(1).on("h100-0").raw()
+    replacement["metadata"]["resourceVersion"] = "7"
+    kube = ScriptedKube(replacement)
+    assert warn(runtime(kube), judged(judged_pod)) is False
+    assert kube.patches == []
+    assert kube.events == []
+
+
+def test_a_warning_is_written_after_a_conflict_on_the_same_pod() -> None:
+    judged_pod = a_pod("nb").uid("same-uid").gpus(1).on("h100-0")
+    current = a_pod("nb").uid("same-uid").gpus(1).on("h100-0").raw()
+    current["metadata"]["resourceVersion"] = "7"
+    kube = ScriptedKube(current)
+    assert warn(runtime(kube), judged(judged_pod)) is True
+    [(_, patch)] = kube.patches
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["annotations"][keys.IDLE_WARNED_AT] == str(int(NOW))
+    [event] = kube.events
+    assert event["involvedObject"]["uid"] == "same-uid"
+    assert event["reason"] == "IdleWarning"
+
+
+def test_a_warning_is_not_cleared_on_a_pod_created_again_under_the_same_name() -> None:
+    judged_pod = a_pod("nb").uid("old-uid").gpus(1).on("h100-0").warned(NOW - 60, NOW + 1740)
+    replacement = a_pod("nb").uid("new-uid").gpus(1).on("h100-0").warned(NOW - 5, NOW + 1795)
+    kube = ScriptedKube(replacement.raw())
+    assert clear_warning(runtime(kube), judged(judged_pod, Verdict.BUSY)) is False
+    assert kube.patches == []
+    assert kube.events == []
+
+
+# --- reclaiming a bare pod ----------------------------------------------------------------------
+
+
+class AllowingOpa:
+    def decide(self, name: str, input: dict[str, Any]) -> Decision:
+        return Decision(allow=True, reasons=("idle past its grace",))
+
+
+class FailingDelete(ScriptedKube):
+    def __init__(self, current: dict[str, Any], error: Exception) -> None:
+        super().__init__(current, conflicts=0)
+        self.error = error
+
+    def delete(self, path: str, body: Any = None) -> Any:
+        raise self.error
+
+
+def bare_pod_reclaim() -> ReclaimPlan:
+    built = a_pod("scratch").uid("scratch-uid").gpus(1).on("h100-0").warned(NOW - 2000, NOW - 200)
+    facts = IdleFacts(
+        window_seconds=3600,
+        gpus=1,
+        samples=240,
+        expected_samples=228,
+        max_util_percent=0.0,
+        max_engine_active=None,
+        max_fb_used_mib=512.0,
+        fb_swing_mib=0.0,
+    )
+    judgement = PodJudgement(
+        pod=built.build(),
+        verdict=Verdict.RECLAIM,
+        reason="GPU idle for 1h",
+        rule=RULE,
+        facts=facts,
+        warned_at=NOW - 2000,
+        deadline=NOW - 200,
+    )
+    target = Target(
+        api_version="v1", kind="Pod", namespace="ml-research", name="scratch", method="delete"
+    )
+    return ReclaimPlan(target=target, pods=(judgement,))
+
+
+def reclaim_runtime(kube: ScriptedKube) -> Runtime:
+    rt = runtime(kube)
+    rt.opa = AllowingOpa()  # type: ignore[assignment]
+    return rt
+
+
+def test_a_bare_pod_gets_its_reclaimed_event_after_the_delete() -> None:
+    kube = ScriptedKube(a_pod("scratch").uid("scratch-uid").raw(), conflicts=0)
+    assert reclaim(reclaim_runtime(kube), bare_pod_reclaim()) is True
+    [(path, body)] = kube.deletes
+    assert path == "/api/v1/namespaces/ml-research/pods/scratch"
+    assert body == {"preconditions": {"uid": "scratch-uid"}}
+    [event] = kube.events
+    assert (event["reason"], event["involvedObject"]["uid"]) == ("IdleReclaimed", "scratch-uid")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotFoundError("DELETE pods/scratch: HTTP 404"),
+        ConflictError("DELETE pods/scratch: HTTP 409: precondition failed: uid"),
+    ],
+)
+def test_no_reclaimed_event_when_the_pod_is_gone_or_replaced(error: Exception) -> None:
+    kube = FailingDelete(a_pod("scratch").raw(), error)
+    assert reclaim(reclaim_runtime(kube), bare_pod_reclaim()) is False
+    assert kube.events == []
+
+
+def test_a_failed_delete_leaves_a_failure_event_not_a_reclaimed_one() -> None:
+    kube = FailingDelete(a_pod("scratch").raw(), PermanentError("DELETE pods/scratch: HTTP 403"))
+    rt = reclaim_runtime(kube)
+    assert (
+        rt.guarded(
+            "idle", "reclaim", "Pod/ml-research/scratch", lambda: reclaim(rt, bare_pod_reclaim())
+        )
+        is None
+    )
+    [event] = kube.events
+    assert event["reason"] == "IdleReclaimFailed"
+    assert "HTTP 403" in event["message"]
+    assert rt.summary.values  # the failure is counted
