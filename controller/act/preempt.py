@@ -1,14 +1,17 @@
 """Preemption: evict the planned victims through the Eviction API, each on an explicit allow.
 
 For each planned preemption, on its best node first: ask `fleetplane/decisions/preempt` for
-every victim of the selection before evicting any (a denied victim is replaced by the next one
-in comparator order, `decide.preempt.select_victims`); then, per victim, annotate why, evict
-(policy/v1 Eviction, so PodDisruptionBudgets hold; the grace period lets it checkpoint), and
-record an Event on the victim and on the preemptor. A 429 means a PodDisruptionBudget forbids
-that eviction now: the annotation is taken back, the victim is excluded and the selection is
-made again from the remaining candidates; when no selection is left the preemption stops and
-waits for a later pass. The next node is tried only while nothing was evicted for this
-preemptor, so victims are never taken on two nodes.
+every victim of the selection before evicting any, one victim at a time with its team's usage
+already reduced by the victims of the selection before it (so victims of one team together
+cannot take it below its guarantee; an answer is reused only for the same usage), and a denied
+victim is replaced by the next one in comparator order (`decide.preempt.select_victims`). A
+team's usage leaves out its pods terminating or freed by this pass. Then, per victim: annotate
+why, evict (policy/v1 Eviction, so PodDisruptionBudgets hold; the grace period lets it
+checkpoint), and record an Event on the victim and on the preemptor. A 429 means a PodDisruptionBudget
+forbids that eviction now: the annotation is taken back, the victim is excluded and the
+selection is made again from the remaining candidates; when no selection is left the
+preemption stops and waits for a later pass. The next node is tried only while nothing was evicted for
+this preemptor, so victims are never taken on two nodes.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from controller.decide.preempt import (
     NodeOption,
     Preemption,
     PreemptPlan,
+    Quota,
     opa_input,
     select_victims,
+    take,
 )
-from controller.decide.workloads import team_usage
+from controller.decide.workloads import families, team_usage
 from controller.errors import NotFoundError, TooManyRequestsError
 from controller.observe.kube import pod_path
 from controller.observe.model import Pod
@@ -43,14 +48,17 @@ def _ref(pod: Pod) -> ObjectRef:
     )
 
 
-def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
+def act_on_preemption(
+    rt: Runtime, plan: PreemptPlan, pods: list[Pod], freeing: frozenset[str] = frozenset()
+) -> None:
+    """`freeing`: uids of pods this pass already removes (as given to the plan)."""
     rt.summary.set("preemptors", len(plan.preemptions), state="planned")
     rt.summary.set("preemptors", len(plan.waiting), state="waiting")
     for pod, reason in plan.waiting:
         rt.log.info("preempt.waiting", pod=pod.key, reason=reason)
     if not plan.preemptions:
         return
-    usage = team_usage(pods, rt.fleet)
+    usage = team_usage(pods, rt.fleet, freeing=freeing)
     for preemption in plan.preemptions:
         rt.guarded(
             CONCERN,
@@ -60,8 +68,12 @@ def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
         )
 
 
+Answers = dict[tuple[str, tuple[tuple[str, int], ...]], Any]
+"""OPA's answers by (victim uid, the victim team's usage it was asked with)."""
+
+
 def _serve(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, int]]) -> bool:
-    answers: dict[str, Any] = {}
+    answers: Answers = {}
     for option in preemption.options:
         evicted = _on_node(rt, preemption, option, usage, answers)
         if evicted is None:
@@ -81,7 +93,7 @@ def _on_node(
     preemption: Preemption,
     option: NodeOption,
     usage: dict[str, dict[str, int]],
-    answers: dict[str, Any],
+    answers: Answers,
 ) -> bool | None:
     """True when the node was made to fit; None when nothing was evicted and another node may
     be tried; False when it stopped half way (some evicted, the rest refused)."""
@@ -97,7 +109,8 @@ def _on_node(
             _record_preemptor(rt, preemption, option, evicted)
             return True
         remaining = [c for c in option.candidates if c.pod.uid not in excluded and c not in evicted]
-        victims = select_victims(remaining, need)
+        quota = Quota.of(rt.fleet, usage, preemption.team)
+        victims = select_victims(remaining, need, quota)
         if victims is None:
             if evicted:
                 rt.log.warning(
@@ -111,14 +124,21 @@ def _on_node(
                 return False
             return None
         denied = False
+        decisions: dict[str, Any] = {}
+        taken: dict[str, dict[str, int]] = {}
         for victim in victims:
-            decision = answers.get(victim.pod.uid)
+            # The team's usage once the victims before this one are gone: asking about each
+            # victim with the unreduced usage would let all of them pass together.
+            held = quota.held_after(victim.team or "", taken)
+            take(taken, victim)
+            key = (victim.pod.uid, tuple(sorted(held.items())))
+            decision = answers.get(key)
             if decision is None:
-                team = victim.team or ""
                 decision = rt.opa.decide(
-                    "preempt", opa_input(preemption, victim, rt.fleet, usage.get(team, {}), rt.now)
+                    "preempt", opa_input(preemption, victim, rt.fleet, held, rt.now)
                 )
-                answers[victim.pod.uid] = decision
+                answers[key] = decision
+            decisions[victim.pod.uid] = decision
             if not decision.allow:
                 rt.log.info(
                     "preempt.victim.denied",
@@ -129,6 +149,7 @@ def _on_node(
                 rt.summary.action(CONCERN, "evict", "denied")
                 excluded.add(victim.pod.uid)
                 denied = True
+                break  # the victims after it were asked with its devices already taken
         if denied:
             continue
         if rt.dry_run:
@@ -137,25 +158,23 @@ def _on_node(
                     CONCERN,
                     "evict",
                     victim.pod.key,
-                    _why(preemption, victim, option, answers),
+                    _why(preemption, victim, option, decisions.get(victim.pod.uid)),
                     node=option.node,
                 )
             return True
         for victim in victims:
-            if _evict(rt, preemption, option, victim, answers):
+            if _evict(rt, preemption, option, victim, decisions.get(victim.pod.uid)):
                 evicted.append(victim)
-                team = victim.team or ""
-                for r, n in victim.frees.items():
-                    usage.setdefault(team, {})[r] = usage.get(team, {}).get(r, 0) - n
+                if victim.team:
+                    held = usage.setdefault(victim.team, {})
+                    for fam, n in families(victim.pod).items():
+                        held[fam] = held.get(fam, 0) - n
             else:
                 excluded.add(victim.pod.uid)
                 break
 
 
-def _why(
-    preemption: Preemption, victim: Candidate, option: NodeOption, answers: dict[str, Any]
-) -> str:
-    decision = answers.get(victim.pod.uid)
+def _why(preemption: Preemption, victim: Candidate, option: NodeOption, decision: Any) -> str:
     policy = f"; policy: {decision.because()}" if decision else ""
     return (
         f"preempted on {option.node} for {preemption.preemptor.key} (priority "
@@ -171,10 +190,10 @@ def _evict(
     preemption: Preemption,
     option: NodeOption,
     victim: Candidate,
-    answers: dict[str, Any],
+    decision: Any,
 ) -> bool:
     pod = victim.pod
-    why = _why(preemption, victim, option, answers)
+    why = _why(preemption, victim, option, decision)
     path = pod_path(pod.namespace, pod.name)
     note = {
         own.PREEMPTED_BY: preemption.preemptor.key,
