@@ -6,8 +6,10 @@ already reduced by the victims of the selection before it (so victims of one tea
 cannot take it below its guarantee; an answer is reused only for the same usage), and a denied
 victim is replaced by the next one in comparator order (`decide.preempt.select_victims`). A
 team's usage leaves out its pods terminating or freed by this pass. Then, per victim: annotate
-why, evict (policy/v1 Eviction, so PodDisruptionBudgets hold; the grace period lets it
-checkpoint), and record an Event on the victim and on the preemptor. A 429 means a PodDisruptionBudget
+why (the patch names the pod's uid), evict (policy/v1 Eviction with the uid as precondition, so
+PodDisruptionBudgets hold and a pod recreated under the same name is never evicted unjudged;
+the grace period lets it checkpoint), and record an Event on the victim and on the preemptor.
+A pod gone or replaced meanwhile is logged and not evicted. A 429 means a PodDisruptionBudget
 forbids that eviction now: the annotation is taken back, the victim is excluded and the
 selection is made again from the remaining candidates; when no selection is left the
 preemption stops and waits for a later pass. The next node is tried only while nothing was evicted for
@@ -16,7 +18,6 @@ this preemptor, so victims are never taken on two nodes.
 
 from __future__ import annotations
 
-import contextlib
 from functools import partial
 from typing import Any
 
@@ -35,7 +36,12 @@ from controller.decide.preempt import (
     take,
 )
 from controller.decide.workloads import families, team_usage
-from controller.errors import NotFoundError, TooManyRequestsError
+from controller.errors import (
+    ConflictError,
+    NotFoundError,
+    PermanentError,
+    TooManyRequestsError,
+)
 from controller.observe.kube import pod_path
 from controller.observe.model import Pod
 
@@ -192,30 +198,30 @@ def _evict(
     victim: Candidate,
     decision: Any,
 ) -> bool:
+    """True when the victim is gone (evicted now, or gone already); False when it stays."""
     pod = victim.pod
     why = _why(preemption, victim, option, decision)
-    path = pod_path(pod.namespace, pod.name)
     note = {
         own.PREEMPTED_BY: preemption.preemptor.key,
         own.PREEMPTED_AT: str(int(rt.now)),
         own.PREEMPTION_REASON: why[:1000],
     }
-    try:
-        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": note}})
-    except NotFoundError:
-        return True  # already gone: its devices are free
+    if not _annotate(rt, pod, note):
+        _gone(rt, pod, "gone or replaced by a pod of the same name before it was annotated")
+        return True  # the pod judged is gone: its devices are free
     grace = rt.settings.eviction_grace_seconds
     try:
-        rt.kube.evict(pod.namespace, pod.name, grace_seconds=grace)
+        rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=grace)
     except TooManyRequestsError as error:
         rt.log.info("preempt.evict.blocked", victim=pod.key, reason=f"disruption budget: {error}")
         rt.summary.action(CONCERN, "evict", "blocked")
-        with contextlib.suppress(NotFoundError):
-            patch_fresh(
-                rt.kube, path, None, lambda _: {"metadata": {"annotations": dict.fromkeys(note)}}
-            )
+        _annotate(rt, pod, dict.fromkeys(note))
         return False
     except NotFoundError:
+        _gone(rt, pod, "gone before it was evicted")
+        return True
+    except ConflictError as error:
+        _gone(rt, pod, f"replaced by a pod of the same name, which was not judged: {error}")
         return True
     rt.events.emit(_ref(pod), "Preempted", why, warning=True)
     rt.events.emit(
@@ -224,6 +230,32 @@ def _evict(
         f"evicted {pod.key} on {option.node} to make room: {why}",
     )
     rt.done(CONCERN, "evict", pod.key, why, preemptor=preemption.preemptor.key, node=option.node)
+    return True
+
+
+def _gone(rt: Runtime, pod: Pod, reason: str) -> None:
+    """The pod judged is no longer there (404, or a uid precondition missed): not evicted."""
+    rt.log.info("preempt.evict.gone", victim=pod.key, uid=pod.uid, reason=reason)
+    rt.summary.action(CONCERN, "evict", "gone")
+
+
+def _annotate(rt: Runtime, pod: Pod, annotations: dict[str, Any]) -> bool:
+    """Merge-patch the annotations (None removes one) onto this pod and no other: the patch
+    names the pod's uid, which the server refuses to change (HTTP 422) on a pod recreated under
+    the same name. False when the pod is gone or was replaced."""
+    path = pod_path(pod.namespace, pod.name)
+    try:
+        rt.kube.merge_patch(path, {"metadata": {"uid": pod.uid, "annotations": annotations}})
+    except NotFoundError:
+        return False
+    except PermanentError:
+        try:
+            current = rt.kube.get(path)
+        except NotFoundError:
+            return False
+        if (current.get("metadata") or {}).get("uid") != pod.uid:
+            return False
+        raise
     return True
 
 
