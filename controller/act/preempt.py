@@ -12,12 +12,14 @@ the grace period lets it checkpoint), and record an Event on the victim and on t
 A pod gone or replaced meanwhile is logged and not evicted. A 429 means a PodDisruptionBudget
 forbids that eviction now: the annotation is taken back, the victim is excluded and the
 selection is made again from the remaining candidates; when no selection is left the
-preemption stops and waits for a later pass. The next node is tried only while nothing was evicted for
+preemption stops and waits for a later pass. Any other eviction failure takes the annotation
+back too and fails the preemption. The next node is tried only while nothing was evicted for
 this preemptor, so victims are never taken on two nodes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 from typing import Any
 
@@ -38,6 +40,7 @@ from controller.decide.preempt import (
 from controller.decide.workloads import families, team_usage
 from controller.errors import (
     ConflictError,
+    ControllerError,
     NotFoundError,
     PermanentError,
     TooManyRequestsError,
@@ -223,6 +226,15 @@ def _evict(
     except ConflictError as error:
         _gone(rt, pod, f"replaced by a pod of the same name, which was not judged: {error}")
         return True
+    except ControllerError as error:
+        rt.log.warning(
+            "preempt.evict.failed",
+            victim=pod.key,
+            reason=f"eviction failed, annotation taken back: {error}",
+        )
+        with contextlib.suppress(ControllerError):
+            _annotate(rt, pod, dict.fromkeys(note))
+        raise
     rt.events.emit(_ref(pod), "Preempted", why, warning=True)
     rt.events.emit(
         _ref(preemption.preemptor),

@@ -10,10 +10,11 @@ import pytest
 
 from controller.act.events import EventRecorder
 from controller.act.opa import Decision, Opa
-from controller.act.preempt import act_on_preemption
+from controller.act.preempt import _evict, act_on_preemption
 from controller.act.runtime import Runtime
 from controller.config import Settings
 from controller.decide.preempt import Candidate, NodeOption, Preemption, PreemptPlan
+from controller.errors import PermanentError
 from controller.observe.kube import KubeClient
 from controller.summary import Summary
 from tests.controller.builders import NOW, a_pod, config_document, fleet
@@ -105,3 +106,50 @@ def test_two_victims_together_never_take_their_team_below_its_guarantee(
     asked, out = run_dry(opa_server, [candidate("a1", 2, 60), candidate("a2", 2, 120)], 4)
     assert "would evict" not in out
     assert ("a2", {"nvidia.com/gpu": 4}) not in asked
+
+
+class RefusingKube:
+    """A kube client whose evictions fail with a 403; merge patches are recorded."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append(patch)
+        return patch
+
+    def evict(self, namespace: str, name: str, *, uid: str, grace_seconds: int | None) -> None:
+        raise PermanentError(f"POST {namespace}/{name}/eviction: HTTP 403: forbidden")
+
+
+def test_an_eviction_that_fails_otherwise_takes_the_annotation_back() -> None:
+    victim = candidate("a1", 2, 60)
+    preemptor = a_pod("big").type("training").gpus(2).priority(5000).pending(NOW - 1200).build()
+    preemption = Preemption(
+        preemptor=preemptor,
+        priority=5000,
+        team="research",
+        pending_seconds=1200,
+        demand=dict(preemptor.demand),
+        options=(),
+    )
+    option = NodeOption(
+        node="n1", need={"nvidia.com/gpu": 2}, candidates=(victim,), victims=(victim,)
+    )
+    kube: Any = RefusingKube()
+    rt = Runtime(
+        kube=kube,
+        opa=Opa("http://unused"),
+        fleet=fleet(),
+        settings=Settings(prometheus_url="http://unused", opa_url="http://unused"),
+        now=NOW,
+        summary=Summary(),
+        events=EventRecorder(kube, dry_run=False),
+        out=io.StringIO(),
+    )
+    with pytest.raises(PermanentError):
+        _evict(rt, preemption, option, victim, None)
+    assert [p["metadata"]["uid"] for p in kube.patches] == [victim.pod.uid] * 2
+    put, taken_back = (p["metadata"]["annotations"] for p in kube.patches)
+    assert put["fleetplane.dev/preempted-by"] == "ml-research/big"
+    assert taken_back == dict.fromkeys(put)
