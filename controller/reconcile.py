@@ -304,4 +304,4 @@ def _preempt(rt: Runtime, snapshot: Snapshot, freed: set[str]) -> None:
         pending_seconds=rt.settings.preemption_pending_seconds,
         freeing=frozenset(freed),
     )
-    act_on_preemption(rt, plan, snapshot.pods)
+    act_on_preemption(rt, plan, snapshot.pods, frozenset(freed))

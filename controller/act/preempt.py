@@ -1,14 +1,20 @@
 """Preemption: evict the planned victims through the Eviction API, each on an explicit allow.
 
 For each planned preemption, on its best node first: ask `fleetplane/decisions/preempt` for
-every victim of the selection before evicting any (a denied victim is replaced by the next one
-in comparator order, `decide.preempt.select_victims`); then, per victim, annotate why, evict
-(policy/v1 Eviction, so PodDisruptionBudgets hold; the grace period lets it checkpoint), and
-record an Event on the victim and on the preemptor. A 429 means a PodDisruptionBudget forbids
-that eviction now: the annotation is taken back, the victim is excluded and the selection is
-made again from the remaining candidates; when no selection is left the preemption stops and
-waits for a later pass. The next node is tried only while nothing was evicted for this
-preemptor, so victims are never taken on two nodes.
+every victim of the selection before evicting any, one victim at a time with its team's usage
+already reduced by the victims of the selection before it (so victims of one team together
+cannot take it below its guarantee; an answer is reused only for the same usage), and a denied
+victim is replaced by the next one in comparator order (`decide.preempt.select_victims`). A
+team's usage leaves out its pods terminating or freed by this pass. Then, per victim: annotate
+why (the patch names the pod's uid), evict (policy/v1 Eviction with the uid as precondition, so
+PodDisruptionBudgets hold and a pod recreated under the same name is never evicted unjudged;
+the grace period lets it checkpoint), and record an Event on the victim and on the preemptor.
+A pod gone or replaced meanwhile is logged and not evicted. A 429 means a PodDisruptionBudget
+forbids that eviction now: the annotation is taken back, the victim is excluded and the
+selection is made again from the remaining candidates; when no selection is left the
+preemption stops and waits for a later pass. Any other eviction failure takes the annotation
+back too and fails the preemption. The next node is tried only while nothing was evicted for
+this preemptor, so victims are never taken on two nodes.
 """
 
 from __future__ import annotations
@@ -26,11 +32,19 @@ from controller.decide.preempt import (
     NodeOption,
     Preemption,
     PreemptPlan,
+    Quota,
     opa_input,
     select_victims,
+    take,
 )
-from controller.decide.workloads import team_usage
-from controller.errors import NotFoundError, TooManyRequestsError
+from controller.decide.workloads import families, team_usage
+from controller.errors import (
+    ConflictError,
+    ControllerError,
+    NotFoundError,
+    PermanentError,
+    TooManyRequestsError,
+)
 from controller.observe.kube import pod_path
 from controller.observe.model import Pod
 
@@ -43,14 +57,17 @@ def _ref(pod: Pod) -> ObjectRef:
     )
 
 
-def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
+def act_on_preemption(
+    rt: Runtime, plan: PreemptPlan, pods: list[Pod], freeing: frozenset[str] = frozenset()
+) -> None:
+    """`freeing`: uids of pods this pass already removes (as given to the plan)."""
     rt.summary.set("preemptors", len(plan.preemptions), state="planned")
     rt.summary.set("preemptors", len(plan.waiting), state="waiting")
     for pod, reason in plan.waiting:
         rt.log.info("preempt.waiting", pod=pod.key, reason=reason)
     if not plan.preemptions:
         return
-    usage = team_usage(pods, rt.fleet)
+    usage = team_usage(pods, rt.fleet, freeing=freeing)
     for preemption in plan.preemptions:
         rt.guarded(
             CONCERN,
@@ -60,8 +77,12 @@ def act_on_preemption(rt: Runtime, plan: PreemptPlan, pods: list[Pod]) -> None:
         )
 
 
+Answers = dict[tuple[str, tuple[tuple[str, int], ...]], Any]
+"""OPA's answers by (victim uid, the victim team's usage it was asked with)."""
+
+
 def _serve(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, int]]) -> bool:
-    answers: dict[str, Any] = {}
+    answers: Answers = {}
     for option in preemption.options:
         evicted = _on_node(rt, preemption, option, usage, answers)
         if evicted is None:
@@ -81,7 +102,7 @@ def _on_node(
     preemption: Preemption,
     option: NodeOption,
     usage: dict[str, dict[str, int]],
-    answers: dict[str, Any],
+    answers: Answers,
 ) -> bool | None:
     """True when the node was made to fit; None when nothing was evicted and another node may
     be tried; False when it stopped half way (some evicted, the rest refused)."""
@@ -97,7 +118,8 @@ def _on_node(
             _record_preemptor(rt, preemption, option, evicted)
             return True
         remaining = [c for c in option.candidates if c.pod.uid not in excluded and c not in evicted]
-        victims = select_victims(remaining, need)
+        quota = Quota.of(rt.fleet, usage, preemption.team)
+        victims = select_victims(remaining, need, quota)
         if victims is None:
             if evicted:
                 rt.log.warning(
@@ -111,14 +133,21 @@ def _on_node(
                 return False
             return None
         denied = False
+        decisions: dict[str, Any] = {}
+        taken: dict[str, dict[str, int]] = {}
         for victim in victims:
-            decision = answers.get(victim.pod.uid)
+            # The team's usage once the victims before this one are gone: asking about each
+            # victim with the unreduced usage would let all of them pass together.
+            held = quota.held_after(victim.team or "", taken)
+            take(taken, victim)
+            key = (victim.pod.uid, tuple(sorted(held.items())))
+            decision = answers.get(key)
             if decision is None:
-                team = victim.team or ""
                 decision = rt.opa.decide(
-                    "preempt", opa_input(preemption, victim, rt.fleet, usage.get(team, {}), rt.now)
+                    "preempt", opa_input(preemption, victim, rt.fleet, held, rt.now)
                 )
-                answers[victim.pod.uid] = decision
+                answers[key] = decision
+            decisions[victim.pod.uid] = decision
             if not decision.allow:
                 rt.log.info(
                     "preempt.victim.denied",
@@ -129,6 +158,7 @@ def _on_node(
                 rt.summary.action(CONCERN, "evict", "denied")
                 excluded.add(victim.pod.uid)
                 denied = True
+                break  # the victims after it were asked with its devices already taken
         if denied:
             continue
         if rt.dry_run:
@@ -137,25 +167,23 @@ def _on_node(
                     CONCERN,
                     "evict",
                     victim.pod.key,
-                    _why(preemption, victim, option, answers),
+                    _why(preemption, victim, option, decisions.get(victim.pod.uid)),
                     node=option.node,
                 )
             return True
         for victim in victims:
-            if _evict(rt, preemption, option, victim, answers):
+            if _evict(rt, preemption, option, victim, decisions.get(victim.pod.uid)):
                 evicted.append(victim)
-                team = victim.team or ""
-                for r, n in victim.frees.items():
-                    usage.setdefault(team, {})[r] = usage.get(team, {}).get(r, 0) - n
+                if victim.team:
+                    held = usage.setdefault(victim.team, {})
+                    for fam, n in families(victim.pod).items():
+                        held[fam] = held.get(fam, 0) - n
             else:
                 excluded.add(victim.pod.uid)
                 break
 
 
-def _why(
-    preemption: Preemption, victim: Candidate, option: NodeOption, answers: dict[str, Any]
-) -> str:
-    decision = answers.get(victim.pod.uid)
+def _why(preemption: Preemption, victim: Candidate, option: NodeOption, decision: Any) -> str:
     policy = f"; policy: {decision.because()}" if decision else ""
     return (
         f"preempted on {option.node} for {preemption.preemptor.key} (priority "
@@ -171,33 +199,42 @@ def _evict(
     preemption: Preemption,
     option: NodeOption,
     victim: Candidate,
-    answers: dict[str, Any],
+    decision: Any,
 ) -> bool:
+    """True when the victim is gone (evicted now, or gone already); False when it stays."""
     pod = victim.pod
-    why = _why(preemption, victim, option, answers)
-    path = pod_path(pod.namespace, pod.name)
+    why = _why(preemption, victim, option, decision)
     note = {
         own.PREEMPTED_BY: preemption.preemptor.key,
         own.PREEMPTED_AT: str(int(rt.now)),
         own.PREEMPTION_REASON: why[:1000],
     }
-    try:
-        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": note}})
-    except NotFoundError:
-        return True  # already gone: its devices are free
+    if not _annotate(rt, pod, note):
+        _gone(rt, pod, "gone or replaced by a pod of the same name before it was annotated")
+        return True  # the pod judged is gone: its devices are free
     grace = rt.settings.eviction_grace_seconds
     try:
-        rt.kube.evict(pod.namespace, pod.name, grace_seconds=grace)
+        rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=grace)
     except TooManyRequestsError as error:
         rt.log.info("preempt.evict.blocked", victim=pod.key, reason=f"disruption budget: {error}")
         rt.summary.action(CONCERN, "evict", "blocked")
-        with contextlib.suppress(NotFoundError):
-            patch_fresh(
-                rt.kube, path, None, lambda _: {"metadata": {"annotations": dict.fromkeys(note)}}
-            )
+        _annotate(rt, pod, dict.fromkeys(note))
         return False
     except NotFoundError:
+        _gone(rt, pod, "gone before it was evicted")
         return True
+    except ConflictError as error:
+        _gone(rt, pod, f"replaced by a pod of the same name, which was not judged: {error}")
+        return True
+    except ControllerError as error:
+        rt.log.warning(
+            "preempt.evict.failed",
+            victim=pod.key,
+            reason=f"eviction failed, annotation taken back: {error}",
+        )
+        with contextlib.suppress(ControllerError):
+            _annotate(rt, pod, dict.fromkeys(note))
+        raise
     rt.events.emit(_ref(pod), "Preempted", why, warning=True)
     rt.events.emit(
         _ref(preemption.preemptor),
@@ -205,6 +242,32 @@ def _evict(
         f"evicted {pod.key} on {option.node} to make room: {why}",
     )
     rt.done(CONCERN, "evict", pod.key, why, preemptor=preemption.preemptor.key, node=option.node)
+    return True
+
+
+def _gone(rt: Runtime, pod: Pod, reason: str) -> None:
+    """The pod judged is no longer there (404, or a uid precondition missed): not evicted."""
+    rt.log.info("preempt.evict.gone", victim=pod.key, uid=pod.uid, reason=reason)
+    rt.summary.action(CONCERN, "evict", "gone")
+
+
+def _annotate(rt: Runtime, pod: Pod, annotations: dict[str, Any]) -> bool:
+    """Merge-patch the annotations (None removes one) onto this pod and no other: the patch
+    names the pod's uid, which the server refuses to change (HTTP 422) on a pod recreated under
+    the same name. False when the pod is gone or was replaced."""
+    path = pod_path(pod.namespace, pod.name)
+    try:
+        rt.kube.merge_patch(path, {"metadata": {"uid": pod.uid, "annotations": annotations}})
+    except NotFoundError:
+        return False
+    except PermanentError:
+        try:
+            current = rt.kube.get(path)
+        except NotFoundError:
+            return False
+        if (current.get("metadata") or {}).get("uid") != pod.uid:
+            return False
+        raise
     return True
 
 

@@ -10,7 +10,9 @@ accelerator, not exempt, preemptible (label, else its type's default), past its 
 `min_runtime_seconds`, of strictly lower priority than the preemptor, and not already being
 removed by this pass (`freeing`: its accelerators already count as free, so taking it again
 would count them twice). Across teams the victim's team must keep at least its guaranteed quota
-after losing it. These are the checks of the `fleetplane/decisions/preempt` policy, which OPA
+after losing it and every other victim of that team chosen before it (`Quota`, applied by
+`select_victims`); a team's usage leaves out its pods already terminating or freed by this
+pass. These are the checks of the `fleetplane/decisions/preempt` policy, which OPA
 applies again to every victim before it is evicted: planning a victim the policy refuses (for
 instance one of equal priority) would only leave the preemptor waiting. A preemptor whose
 workload type is unknown waits, since the policy refuses every victim for it. A pod whose
@@ -167,16 +169,71 @@ def fits(pod: Pod, node: Node) -> bool:
 # --- the plan --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quota:
+    """What the victims' teams hold (devices per family) and must keep. A victim of another
+    team than the preemptor's is taken only while its team, after losing it *and every victim
+    of that team chosen before it*, still holds at least its guaranteed quota: checking each
+    victim against the team's usage alone would let two victims together take more than the
+    team can lose."""
+
+    usage: dict[str, dict[str, int]]
+    guaranteed: dict[str, dict[str, int]]
+    team: str | None
+    """The preemptor's team: within one team priority alone orders the work."""
+
+    @classmethod
+    def of(cls, fleet: FleetView, usage: dict[str, dict[str, int]], team: str | None) -> Quota:
+        return cls(
+            usage=usage,
+            guaranteed={name: dict(t.guaranteed) for name, t in fleet.teams.items()},
+            team=team,
+        )
+
+    def held_after(self, team: str, taken: dict[str, dict[str, int]]) -> dict[str, int]:
+        """The team's usage once the victims in `taken` (devices per team and family) go."""
+        held = dict(self.usage.get(team, {}))
+        for fam, n in taken.get(team, {}).items():
+            held[fam] = held.get(fam, 0) - n
+        return held
+
+    def keeps(self, candidate: Candidate, taken: dict[str, dict[str, int]]) -> bool:
+        """Whether the candidate's team keeps its guarantee after losing it too."""
+        team = candidate.team
+        if team is None or team == self.team:
+            return True
+        guaranteed = self.guaranteed.get(team, {})
+        held = self.held_after(team, taken)
+        return all(
+            held.get(fam, 0) - n >= guaranteed.get(fam, 0)
+            for fam, n in families(candidate.pod).items()
+        )
+
+
+def take(taken: dict[str, dict[str, int]], candidate: Candidate) -> None:
+    """Count the candidate's devices (per family) as taken from its team."""
+    if candidate.team is None:
+        return
+    held = taken.setdefault(candidate.team, {})
+    for fam, n in families(candidate.pod).items():
+        held[fam] = held.get(fam, 0) + n
+
+
 def select_victims(
-    candidates: tuple[Candidate, ...] | list[Candidate], need: dict[str, int]
+    candidates: tuple[Candidate, ...] | list[Candidate],
+    need: dict[str, int],
+    quota: Quota | None = None,
 ) -> list[Candidate] | None:
     """Victims in comparator order until `need` is met, then the unneeded ones dropped again;
-    None when all of them together are not enough."""
+    None when all of them together are not enough. With a `quota`, a candidate whose team
+    would fall below its guarantee after losing it and the victims of its team chosen before
+    it is passed over."""
     need = {r: n for r, n in need.items() if n > 0}
     if not need:
         return []
     chosen: list[Candidate] = []
     freed: dict[str, int] = {}
+    taken: dict[str, dict[str, int]] = {}
 
     def enough(freed: dict[str, int]) -> bool:
         return all(freed.get(r, 0) >= n for r, n in need.items())
@@ -184,6 +241,9 @@ def select_victims(
     for candidate in candidates:
         if not any(candidate.frees.get(r, 0) for r in need):
             continue
+        if quota is not None and not quota.keeps(candidate, taken):
+            continue
+        take(taken, candidate)
         chosen.append(candidate)
         for r, n in candidate.frees.items():
             freed[r] = freed.get(r, 0) + n
@@ -247,7 +307,9 @@ def plan_preemption(
             for r, n in pod.demand.items():
                 left[r] = left.get(r, 0) - n
         free[name] = left
-    ledger = _Ledger(free=free, usage=team_usage(pods, fleet), freeing=frozenset(freeing))
+    ledger = _Ledger(
+        free=free, usage=team_usage(pods, fleet, freeing=freeing), freeing=frozenset(freeing)
+    )
     waiting.sort(key=lambda p: (-priority_of(p), p.unschedulable_since, p.namespace, p.name))
     for pod in waiting:
         assert pod.unschedulable_since is not None
@@ -322,7 +384,7 @@ def _plan_one(
             ),
             key=victim_order,
         )
-        victims = select_victims(candidates, need)
+        victims = select_victims(candidates, need, Quota.of(fleet, ledger.usage, team))
         if victims is None:
             continue
         options.append(

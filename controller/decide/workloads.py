@@ -104,11 +104,16 @@ def families(pod: Pod) -> dict[str, int]:
     return out
 
 
-def team_usage(pods: list[Pod], fleet: FleetView) -> dict[str, dict[str, int]]:
-    """Devices per family held by each team's scheduled, non-terminal pods."""
+def team_usage(
+    pods: list[Pod], fleet: FleetView, *, freeing: frozenset[str] | set[str] = frozenset()
+) -> dict[str, dict[str, int]]:
+    """Devices per family held by each team's scheduled, non-terminal pods. Pods already being
+    deleted (deletionTimestamp set) and those this pass removes (`freeing`, uids) are not
+    counted: their devices already count as free, so counting them as still held would let a
+    guarantee check pass on devices the team is about to lose."""
     usage: dict[str, dict[str, int]] = {}
     for pod in pods:
-        if not pod.node_name or pod.terminal:
+        if not pod.node_name or pod.terminal or pod.deleting or pod.uid in freeing:
             continue
         team = fleet.namespaces.get(pod.namespace)
         if team is None:

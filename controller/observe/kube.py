@@ -512,15 +512,19 @@ class KubeClient:
     def delete(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return self.request("DELETE", path, body=body)
 
-    def evict(self, namespace: str, name: str, *, grace_seconds: int | None) -> None:
-        """policy/v1 Eviction: PodDisruptionBudgets are checked; 429 means one forbids it."""
+    def evict(self, namespace: str, name: str, *, uid: str, grace_seconds: int | None) -> None:
+        """policy/v1 Eviction of this pod and no other: PodDisruptionBudgets are checked (429
+        means one forbids it), and the uid is a precondition, so a pod recreated under the same
+        name since it was judged is not evicted (409, `ConflictError`)."""
+        options: dict[str, Any] = {"preconditions": {"uid": uid}}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": options,
         }
-        if grace_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
         self.request("POST", f"{pod_path(namespace, name)}/eviction", body=body)
 
 

@@ -32,10 +32,17 @@ from typing import TYPE_CHECKING, Any
 from components import labels as keys
 from controller.act.opa import Decision
 from controller.decide.idle import EvidenceRules, IdlePlan, plan_idle
-from controller.decide.preempt import NodeOption, Preemption, opa_input, plan_preemption
+from controller.decide.preempt import (
+    NodeOption,
+    Preemption,
+    Quota,
+    opa_input,
+    plan_preemption,
+    take,
+)
 from controller.decide.preempt import select_victims as choose_victims
 from controller.decide.spend import Accumulator, plan_spend
-from controller.decide.workloads import team_usage
+from controller.decide.workloads import families, team_usage
 from controller.observe.metrics import GpuSeries, PodEvidence
 from controller.observe.model import Namespace, Node, Pod
 
@@ -248,10 +255,10 @@ class Controller:
         )
         if not plan.preemptions:
             return
-        usage = team_usage(pods, self.fleet)
+        usage = team_usage(pods, self.fleet, freeing=freed)
         by_uid = {job.uid: job for job in r.running.values()}
         for preemption in plan.preemptions:
-            answers: dict[str, Decision] = {}
+            answers: dict[tuple[str, tuple[tuple[str, int], ...]], Decision] = {}
             for option in preemption.options:
                 outcome = self._on_node(preemption, option, usage, answers, by_uid, at, now)
                 if outcome is not None:
@@ -262,7 +269,7 @@ class Controller:
         preemption: Preemption,
         option: NodeOption,
         usage: dict[str, dict[str, int]],
-        answers: dict[str, Decision],
+        answers: dict[tuple[str, tuple[tuple[str, int], ...]], Decision],
         by_uid: dict[str, Job],
         at: float,
         now: float,
@@ -285,25 +292,36 @@ class Controller:
             remaining = [
                 c for c in option.candidates if c.pod.uid not in excluded and c not in evicted
             ]
-            victims = choose_victims(remaining, need)
+            quota = Quota.of(self.fleet, usage, preemption.team)
+            victims = choose_victims(remaining, need, quota)
             if victims is None:
                 return False if evicted else None
-            ask = [v for v in victims if v.pod.uid not in answers]
+            # As `act.preempt._on_node`: each victim is judged with its team's usage reduced by
+            # the victims before it; an answer is reused only for the same usage.
+            taken: dict[str, dict[str, int]] = {}
+            keys: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+            ask: list[tuple[Any, dict[str, int]]] = []
+            for v in victims:
+                held = quota.held_after(v.team or "", taken)
+                take(taken, v)
+                key = (v.pod.uid, tuple(sorted(held.items())))
+                keys.append(key)
+                if key not in answers:
+                    ask.append((v, held))
             if ask:
                 decided = r.policy.evaluate(
-                    preempt=[
-                        opa_input(preemption, v, self.fleet, usage.get(v.team or "", {}), now)
-                        for v in ask
-                    ]
+                    preempt=[opa_input(preemption, v, self.fleet, held, now) for v, held in ask]
                 ).preempt
-                answers.update((v.pod.uid, d) for v, d in zip(ask, decided, strict=True))
+                for (v, held), d in zip(ask, decided, strict=True):
+                    answers[(v.pod.uid, tuple(sorted(held.items())))] = d
             denied = False
-            for victim in victims:
-                if not answers[victim.pod.uid].allow:
+            for victim, key in zip(victims, keys, strict=True):
+                if not answers[key].allow:
                     excluded.add(victim.pod.uid)
                     denied = True
                     if r.in_window(at):
                         r.counters.preemptions_denied += 1
+                    break
             if denied:
                 continue
             for victim in victims:
@@ -314,6 +332,7 @@ class Controller:
                     # As `act.preempt._evict`: a victim that is gone has freed its devices.
                     r.counters.victims_already_gone += 1
                 evicted.append(victim)
-                team = victim.team or ""
-                for resource, n in victim.frees.items():
-                    usage.setdefault(team, {})[resource] = usage.get(team, {}).get(resource, 0) - n
+                if victim.team:
+                    held = usage.setdefault(victim.team, {})
+                    for fam, n in families(victim.pod).items():
+                        held[fam] = held.get(fam, 0) - n

@@ -189,7 +189,18 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
     pod = action.pod
     try:
-        rt.kube.evict(pod.namespace, pod.name, grace_seconds=None)
+        rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=None)
+    except ConflictError as error:
+        # The uid precondition missed: the pod judged is gone and another took its name. That
+        # one was not judged: the step stays incomplete and the next pass plans with it.
+        rt.log.info(
+            "upgrade.evict.replaced",
+            pod=pod.key,
+            node=node,
+            reason=f"not the pod planned for eviction (uid {pod.uid}); not evicted: {error}",
+        )
+        rt.summary.action(CONCERN, "evict", "replaced")
+        return False
     except TooManyRequestsError as error:
         report.refused_evictions.append(f"{pod.key} on {node}: {error}")
         rt.log.info("upgrade.evict.refused", pod=pod.key, node=node, error=str(error))

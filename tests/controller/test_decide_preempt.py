@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from controller.decide.preempt import Candidate, fits, plan_preemption, select_victims, victim_order
+from controller.decide.workloads import team_usage
 from controller.observe.model import DisruptionBudget, Node, Pod
 from tests.controller.builders import (
     GPU_TOLERATIONS,
@@ -286,3 +287,71 @@ def test_a_preemptor_of_unknown_workload_type_waits() -> None:
     got = plan([victim("v", 8), waiting().type("no-such-type")], [a_node("n1").gpus(8).build()])
     assert got.preemptions == []
     assert "unknown" in got.waiting[0][1]
+
+
+def test_two_victims_of_one_team_together_never_take_it_below_its_guarantee() -> None:
+    # analytics (guaranteed 2 GPUs) holds a1 and a2, 2 GPUs each. Each alone may go (4 - 2 >= 2),
+    # but research needs all 4 GPUs of n1: both together would leave analytics with 0.
+    pods = [victim("a1", 2, ns="analytics"), victim("a2", 2, ns="analytics"), waiting(gpus=4)]
+    got = plan(pods, [a_node("n1").gpus(4).build()])
+    assert got.preemptions == []
+    assert "no node" in got.waiting[0][1]
+
+
+def test_a_victim_that_would_break_the_guarantee_is_passed_over_for_the_next() -> None:
+    # analytics (guaranteed 4) holds a1, a2 (2 GPUs each on n1) and keep (2 on n2): it may lose
+    # 2 of its 6 GPUs, so either a1 or a2, not both. In victim order (a1, a2, r) research takes
+    # a1, passes over a2, and takes r, a pod of its own team (priority alone orders it).
+    pods = [
+        victim("a1", 2, ns="analytics", started=NOW - 7000),
+        victim("a2", 2, ns="analytics", started=NOW - 8000),
+        victim("r", 2, started=NOW - 9000),
+        victim("keep", 2, ns="analytics", node="n2"),
+        waiting(gpus=4),
+    ]
+
+    def guarantee_four(doc):
+        doc["teams"]["analytics"]["guaranteed"]["nvidia.com/gpu"] = 4
+
+    got = plan(
+        pods,
+        [a_node("n1").gpus(6).build(), a_node("n2").gpus(2).not_ready().build()],
+        mutate=guarantee_four,
+    )
+    option = got.preemptions[0].options[0]
+    assert_same(["a1", "r"], sorted(v.pod.name for v in option.victims))
+
+
+@pytest.mark.parametrize("how", ["terminating", "freed this pass"])
+def test_a_teams_terminating_or_freed_pods_do_not_count_towards_its_guarantee(how: str) -> None:
+    # analytics (guaranteed 2) holds v (2 GPUs on n1) and t (2 GPUs on n2, a node research
+    # cannot use). t is going: analytics really keeps only v, which it may not lose.
+    gone = victim("t", 2, ns="analytics", node="n2")
+    if how == "terminating":
+        gone = gone.deleting()
+    pods = [victim("v", 2, ns="analytics"), gone, waiting(gpus=2)]
+    built = [p.build() for p in pods]
+    t = next(p for p in built if p.name == "t")
+    got = plan_preemption(
+        built,
+        {"n1": a_node("n1").gpus(2).build(), "n2": a_node("n2").gpus(2).not_ready().build()},
+        [],
+        fleet(),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+        freeing=frozenset({t.uid}) if how != "terminating" else frozenset(),
+    )
+    assert got.preemptions == []
+    assert "no node" in got.waiting[0][1]
+
+
+def test_team_usage_leaves_out_terminating_and_freed_pods() -> None:
+    pods = [
+        victim("v", 2, ns="analytics").build(),
+        victim("t", 2, ns="analytics").deleting().build(),
+        victim("f", 2, ns="analytics").build(),
+    ]
+    freed = next(p for p in pods if p.name == "f")
+    got = team_usage(pods, fleet(), freeing={freed.uid})
+    assert_same({"analytics": {"nvidia.com/gpu": 2}}, got)

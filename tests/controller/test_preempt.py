@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from controller.errors import ConflictError, NotFoundError
+from controller.observe.kube import pod_path
 from controller.reconcile import Hooks
 from tests.controller.conftest import Harness, annotations_of, bare_pod, wait_for
 
@@ -116,4 +118,84 @@ def test_preemption_evicts_least_work_lost_and_respects_a_disruption_budget(
 
     # Once it runs, a further pass has nothing to do.
     run = h.run(now + 60, concerns=("preempt",))
+    assert run.mine("preempt.evict") == []
+
+
+def test_an_eviction_names_the_uid_so_another_pod_of_the_same_name_is_not_evicted(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.create(bare_pod("p", "batch", gpus=1))
+    uid = h.pod("p")["metadata"]["uid"]
+    with pytest.raises(ConflictError):
+        h.client.evict(
+            h.namespace, "p", uid="00000000-0000-0000-0000-000000000000", grace_seconds=0
+        )
+    assert not h.pod("p")["metadata"].get("deletionTimestamp")
+    h.client.evict(h.namespace, "p", uid=uid, grace_seconds=0)
+
+    def gone() -> bool:
+        try:
+            return bool(h.pod("p")["metadata"].get("deletionTimestamp"))
+        except NotFoundError:
+            return True
+
+    wait_for(gone, 30)
+
+
+def test_a_victim_recreated_under_its_name_after_the_snapshot_is_neither_annotated_nor_evicted(
+    harness: Harness, priorities: tuple[str, str]
+) -> None:
+    h = harness
+    low, high = priorities
+    others = lambda: [  # noqa: E731
+        p
+        for p in h.client.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={NODE}"})
+        if p["metadata"]["namespace"] != h.namespace
+    ]
+    wait_for(lambda: not others(), 60)
+
+    now = time.time() + 300
+    victim = bare_pod("v", "batch", gpus=8)
+    victim["spec"]["nodeName"] = NODE
+    victim["spec"]["priorityClassName"] = low
+    h.create(victim)
+    h.wait_running("fleetplane.dev/workload-type=batch", count=1)
+    waiting = bare_pod("big", "training", gpus=8, node=NODE)
+    waiting["spec"]["priorityClassName"] = high
+    h.create(waiting)
+
+    def unschedulable() -> bool:
+        conditions = h.pod("big")["status"].get("conditions") or []
+        return any(
+            c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+        )
+
+    wait_for(unschedulable, 60)
+    judged = h.pod("v")["metadata"]["uid"]
+
+    def recreate_after_snapshot(_snapshot: Any) -> None:
+        path = pod_path(h.namespace, "v")
+        h.client.delete(
+            path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        )
+
+        def gone() -> bool:
+            try:
+                h.pod("v")
+            except NotFoundError:
+                return True
+            return False
+
+        wait_for(gone, 30)
+        h.create(victim)
+
+    run = h.run(now, concerns=("preempt",), hooks=Hooks(after_observe=recreate_after_snapshot))
+    again = h.pod("v")
+    assert again["metadata"]["uid"] != judged
+    assert "fleetplane.dev/preempted-by" not in annotations_of(again)
+    assert not again["metadata"].get("deletionTimestamp")
+    assert "Preempted" not in h.reasons("v")
+    assert run.summary.errors == 0, run.summary.as_dict()
+    assert [line["victim"] for line in run.mine("preempt.evict.gone")] == [f"{h.namespace}/v"]
     assert run.mine("preempt.evict") == []
