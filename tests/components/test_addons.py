@@ -80,16 +80,20 @@ def test_gpu_operator_is_skipped_offline_with_a_message(
     )
 
 
-def test_volcano_release_configures_the_scheduler(
-    declare: Declare, stack_fleets: dict[str, FleetConfig]
-) -> None:
-    fleet = stack_fleets["prod"]
+def volcano_release(declare: Declare, fleet: FleetConfig) -> tuple[dict[str, Any], Any]:
+    """The Volcano Helm release's inputs, and its scheduler configuration parsed."""
     declared = declare(
         lambda: Volcano("prod-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
     )
     release = declared.one(RELEASE).inputs
+    return release, yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])
+
+
+def test_volcano_release_configures_the_scheduler(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    release, conf = volcano_release(declare, stack_fleets["prod"])
     assert release["chart"] == "volcano" and release["version"] == "1.14.0"
-    conf = yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])
     assert [a.strip() for a in conf["actions"].split(",")] == [
         "enqueue",
         "allocate",
@@ -125,12 +129,7 @@ def binpack_weights(arguments: dict[str, Any]) -> dict[str, int]:
 def test_volcano_binpack_packs_accelerators(
     declare: Declare, stack_fleets: dict[str, FleetConfig]
 ) -> None:
-    fleet = stack_fleets["prod"]
-    declared = declare(
-        lambda: Volcano("prod-volcano", VolcanoArgs(fleet=fleet, cluster=fleet.clusters[0]))
-    )
-    release = declared.one(RELEASE).inputs
-    conf = yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])
+    _, conf = volcano_release(declare, stack_fleets["prod"])
     (binpack,) = [p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "binpack"]
     arguments = binpack.get("arguments") or {}
     assert arguments.get("binpack.weight", 1) > 0  # 0 turns the plugin off

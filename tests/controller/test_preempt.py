@@ -42,17 +42,34 @@ def priorities(harness: Harness) -> Any:
         harness.kube.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
 
 
+def wait_node_to_ourselves(h: Harness) -> None:
+    """Until no other test's pod is on NODE: the node is this test's alone."""
+
+    def others() -> list[dict[str, Any]]:
+        pods = h.client.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={NODE}"})
+        return [p for p in pods if p["metadata"]["namespace"] != h.namespace]
+
+    wait_for(lambda: not others(), 60)
+
+
+def wait_unschedulable(h: Harness, name: str) -> None:
+    """Until the scheduler has found no node for the pod (so it may preempt)."""
+
+    def unschedulable() -> bool:
+        conditions = h.pod(name)["status"].get("conditions") or []
+        return any(
+            c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+        )
+
+    wait_for(unschedulable, 60)
+
+
 def test_preemption_evicts_least_work_lost_and_respects_a_disruption_budget(
     harness: Harness, priorities: tuple[str, str]
 ) -> None:
     h = harness
     low, high = priorities
-    others = lambda: [  # noqa: E731
-        p
-        for p in h.client.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={NODE}"})
-        if p["metadata"]["namespace"] != h.namespace
-    ]
-    wait_for(lambda: not others(), 60)  # the node is this test's alone
+    wait_node_to_ourselves(h)
 
     now = time.time() + 300
     victims = {
@@ -78,13 +95,7 @@ def test_preemption_evicts_least_work_lost_and_respects_a_disruption_budget(
     waiting["spec"]["priorityClassName"] = high
     h.create(waiting)
 
-    def unschedulable() -> bool:
-        conditions = h.pod("big")["status"].get("conditions") or []
-        return any(
-            c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
-        )
-
-    wait_for(unschedulable, 60)
+    wait_unschedulable(h, "big")
 
     def pdb_after_snapshot(_snapshot: Any) -> None:
         h.create(
@@ -148,12 +159,7 @@ def test_a_victim_recreated_under_its_name_after_the_snapshot_is_neither_annotat
 ) -> None:
     h = harness
     low, high = priorities
-    others = lambda: [  # noqa: E731
-        p
-        for p in h.client.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={NODE}"})
-        if p["metadata"]["namespace"] != h.namespace
-    ]
-    wait_for(lambda: not others(), 60)
+    wait_node_to_ourselves(h)
 
     now = time.time() + 300
     victim = bare_pod("v", "batch", gpus=8)
@@ -165,13 +171,7 @@ def test_a_victim_recreated_under_its_name_after_the_snapshot_is_neither_annotat
     waiting["spec"]["priorityClassName"] = high
     h.create(waiting)
 
-    def unschedulable() -> bool:
-        conditions = h.pod("big")["status"].get("conditions") or []
-        return any(
-            c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
-        )
-
-    wait_for(unschedulable, 60)
+    wait_unschedulable(h, "big")
     judged = h.pod("v")["metadata"]["uid"]
 
     def recreate_after_snapshot(_snapshot: Any) -> None:
