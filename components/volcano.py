@@ -58,8 +58,32 @@ def scheduler_config(fleet: FleetConfig) -> str:
     )
 
 
+ENABLED_ADMISSIONS = ",".join(
+    (
+        # the chart's default set (installer/helm/chart/volcano/values.yaml)
+        "/jobs/mutate",
+        "/jobs/validate",
+        "/podgroups/validate",
+        "/queues/mutate",
+        "/queues/validate",
+        "/hypernodes/validate",
+        # Not in the default set: it gives a PodGroup that names no queue (those Volcano
+        # creates for plain pods, Deployments and Jobs scheduled by it) the queue in its
+        # namespace's `scheduling.volcano.sh/queue-name` annotation, i.e. the team's queue.
+        # Without it they land in `default`, outside every team's quota. Volcano Jobs get
+        # `default` from /jobs/mutate instead; the admission gate's queue rule refuses those.
+        "/podgroups/mutate",
+    )
+)
+
+
 def volcano_values(fleet: FleetConfig) -> dict[str, Any]:
-    return {"custom": {"scheduler_config_override": scheduler_config(fleet)}}
+    return {
+        "custom": {
+            "scheduler_config_override": scheduler_config(fleet),
+            "enabled_admissions": ENABLED_ADMISSIONS,
+        }
+    }
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -110,8 +110,9 @@ def generate_from_trace(
     - team: any team of the configuration (its first namespace; 1 in 100 pods in `default`);
     - type and kind: no GPU -> a CPU Pod; a share of one GPU -> notebook Pod (idle timeout
       1, 2, 4 or 8 h); LS -> inference Deployment (1-4 replicas); BE -> batch Job on spot
-      (deadline from the trace runtime); otherwise training, a Volcano Job (1-4 workers) from
-      4 GPUs per pod up, else a Job, half on spot (4 in 5 of those declare a checkpoint);
+      (deadline from the trace runtime); otherwise training, a Volcano Job (1-4 workers, in
+      the team's queue) from 4 GPUs per pod up, else a Job, half on spot (4 in 5 of those
+      declare a checkpoint);
     - model: one of the team's allowed GPU models (1 in 30 select none);
     - image: from the first allowed registry (1 in 30 from Docker Hub);
     - priority class: the type's first (1 in 50 another type's).
@@ -160,7 +161,8 @@ def generate_from_trace(
             template = _template(
                 rng, row, gpus, image, workload_type, gpu_models, models, types, runtime
             )
-            obj = _wrap(rng, row["name"], namespace, workload_type, gpus, template, runtime)
+            queue = team_config.get("queue") or team
+            obj = _wrap(rng, row["name"], namespace, workload_type, gpus, template, runtime, queue)
             review = _review(row["name"], namespace, obj)
             requests.append(Request(name=row["name"], origin=str(trace), review=review))
     return requests
@@ -234,6 +236,7 @@ def _wrap(
     gpus: int,
     template: Json,
     runtime: int,
+    queue: str,
 ) -> Json:
     meta = {"name": name, "namespace": namespace}
     if workload_type == "inference":
@@ -251,7 +254,7 @@ def _wrap(
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",
             "metadata": meta,
-            "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": tasks},
+            "spec": {"schedulerName": "volcano", "queue": queue, "minAvailable": 1, "tasks": tasks},
         }
     pod_meta = {**template["metadata"], **meta}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template["spec"]}

@@ -105,6 +105,19 @@ def test_volcano_release_configures_the_scheduler(
     assert {"gang", "priority", "proportion", "drf"} <= plugins
 
 
+def test_volcano_routes_podgroups_to_the_namespace_queue(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    release, _ = volcano_release(declare, stack_fleets["prod"])
+    admissions = release["values"]["custom"]["enabled_admissions"].split(",")
+    # PodGroups of plain pods take the team queue from the namespace annotation only with the
+    # PodGroup mutating webhook, which the chart leaves out by default; its defaults stay on.
+    assert "/podgroups/mutate" in admissions
+    assert {"/jobs/mutate", "/jobs/validate", "/podgroups/validate", "/queues/validate"} <= set(
+        admissions
+    )
+
+
 def binpack_weights(arguments: dict[str, Any]) -> dict[str, int]:
     """Resource -> weight, as upstream Volcano's binpack `calculateWeight` reads its arguments
     (pkg/scheduler/plugins/binpack/binpack.go): `binpack.resources` must be a string of

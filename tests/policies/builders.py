@@ -39,6 +39,8 @@ SPOT_TOLERATION = {
     "effect": "NoSchedule",
 }
 ALLOWED_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+# The Volcano queue of each team namespace of the fixture configuration.
+TEAM_QUEUES = {"ml-research": "research", "ml-serving": "serving", "analytics": "analytics"}
 
 Json = dict[str, Any]
 
@@ -56,6 +58,9 @@ class Workload:
     old_object: Json | None = None
     sub_resource: str | None = None
     name: str = "w"
+    # A Volcano Job's spec.queue: by default its namespace's team's queue (the team's name in
+    # the fixture configuration), as a well-configured submission names it; "" leaves it out.
+    volcano_queue: str | None = None
 
     # ------------------------------------------------------------ the pod template
 
@@ -200,6 +205,10 @@ class Workload:
         """A Volcano Job whose tasks (name, replicas) all use this template."""
         return replace(self, kind="VolcanoJob", tasks=tasks or (("worker", 1),))
 
+    def queue(self, name: str) -> Workload:
+        """A Volcano Job in queue `name` ("" for none, as Volcano's webhook then sets "default")."""
+        return replace(self, volcano_queue=name)
+
     def updated_from(self, old: Workload) -> Workload:
         """An UPDATE of `old` to this object."""
         return replace(self, operation="UPDATE", old_object=old.object())
@@ -244,11 +253,19 @@ class Workload:
             {"name": name, "replicas": replicas, "template": copy.deepcopy(template)}
             for name, replicas in self.tasks
         ]
+        spec: Json = {"schedulerName": "volcano", "minAvailable": 1, "tasks": tasks}
+        queue = (
+            TEAM_QUEUES.get(self.namespace, "")
+            if self.volcano_queue is None
+            else self.volcano_queue
+        )
+        if queue:
+            spec["queue"] = queue
         return {
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",
             "metadata": meta,
-            "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": tasks},
+            "spec": spec,
         }
 
     def review(self, uid: str | None = None) -> Json:

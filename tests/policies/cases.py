@@ -98,6 +98,14 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         {"approval"},
     ),
     ("large volcano job", training().as_volcano_job(("worker", 4)), {"approval"}),
+    # Volcano queue: Volcano's webhook sets "default" on a job that names none
+    ("volcano job in the default queue", training().as_volcano_job().queue("default"), {"queue"}),
+    (
+        "volcano job in another team's queue",
+        training().as_volcano_job().queue("serving"),
+        {"queue"},
+    ),
+    ("cpu volcano job without a queue", cpu().as_volcano_job().queue(""), {"queue"}),
     ("node name", training().node_name("gpu-node-1"), {"node-name"}),
     # capacity type
     ("inference tolerating spot", inference().tolerate_spot(), {"capacity-type"}),

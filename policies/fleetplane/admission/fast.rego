@@ -153,8 +153,8 @@ fast_base := {
 
 # The template of a Pod or of a workload controller's spec.template as
 # [where, template, replicas, deadline] (workloads.templates, without its
-# general dispatch); the other gated kinds through `templates`, when they
-# have one.
+# general dispatch); the other gated kinds but Volcano Jobs through
+# `templates`, when they have one.
 fast_template(kind, obj) := ["pod", obj, 1, null] if {
 	kind.kind == "Pod"
 	kind.group == ""
@@ -162,6 +162,8 @@ fast_template(kind, obj) := ["pod", obj, 1, null] if {
 	kind.group == "apps"
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
 } else := [t.where, t.template, t.replicas, t.deadline] if {
+	# Volcano Jobs take the full rules, which also check their queue.
+	kind_class != "volcano"
 	[t] := templates
 }
 

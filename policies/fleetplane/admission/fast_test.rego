@@ -36,7 +36,6 @@ common_cases := {
 	)),
 	"training job with a deadline": testing.job(testing.training, {"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 3600}),
 	"training cronjob": testing.cronjob(testing.training, {}),
-	"single-task volcano job": testing.volcano([["worker", 2, testing.training]]),
 	"tpu pod": testing.pod(testing.replace_spec(testing.with_limits(testing.training, {"google.com/tpu": "4"}), "nodeSelector", testing.tpu)),
 	"request equal to limit": testing.pod(testing.with_resources(testing.training, {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}, "requests": {"nvidia.com/gpu": "2", "cpu": "2"}})),
 	"cpu pod in a team namespace": testing.pod(testing.cpu),
@@ -64,6 +63,7 @@ test_fast_path_answers_main_like_the_full_rules[name] if {
 training := testing.training
 
 refused_cases := {
+	"single-task volcano job (its queue is for the full rules)": testing.volcano([["worker", 2, training]]),
 	"update": testing.as_update(testing.pod(training), {}),
 	"subresource": object.union(testing.pod(training), {"request": {"subResource": "status"}}),
 	"no uid": object.union(testing.pod(training), {"request": {"uid": ""}}),

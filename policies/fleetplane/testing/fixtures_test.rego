@@ -19,6 +19,7 @@ config := {
 			"namespaces": [
 				"ml-research",
 			],
+			"queue": "research",
 			"monthly_budget_usd": 50000,
 			"allowed_models": [
 				"h100-80gb",
@@ -40,6 +41,7 @@ config := {
 			"namespaces": [
 				"ml-serving",
 			],
+			"queue": "serving",
 			"monthly_budget_usd": 30000,
 			"allowed_models": [
 				"h100-80gb",
@@ -60,6 +62,7 @@ config := {
 			"namespaces": [
 				"analytics",
 			],
+			"queue": "analytics",
 			"monthly_budget_usd": 5000,
 			"allowed_models": [
 				"a100-40gb",
@@ -358,15 +361,21 @@ cronjob(tmpl, job_spec) := review(
 )
 
 # METADATA
-# description: A Volcano Job from [name, replicas, template] triples.
-volcano(tasks) := review(
+# description: >-
+#   A Volcano Job from [name, replicas, template] triples, in the research
+#   team's queue.
+volcano(tasks) := volcano_in_queue(tasks, {"queue": "research"})
+
+# METADATA
+# description: A Volcano Job with these spec fields besides its tasks ({} for no queue).
+volcano_in_queue(tasks, fields) := review(
 	{"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
 	"ml-research",
 	{
 		"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v"},
-		"spec": {"schedulerName": "volcano", "tasks": [{"name": name, "replicas": replicas, "template": tmpl} |
+		"spec": object.union(fields, {"schedulerName": "volcano", "tasks": [{"name": name, "replicas": replicas, "template": tmpl} |
 			some [name, replicas, tmpl] in tasks
-		]},
+		]}),
 	},
 )
 
