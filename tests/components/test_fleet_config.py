@@ -79,8 +79,8 @@ BAD_INPUTS: list[tuple[str, Edit, str]] = [
     ),
     (
         "TPU quota above the slices",
-        lambda r: team(r, "research")["quota"].update({"google.com/tpu": 17}),
-        "teams[research].quota[google.com/tpu]: quota 17 exceeds the 16 google.com/tpu",
+        lambda r: team(r, "research")["quota"].update({"google.com/tpu": 9}),
+        "teams[research].quota[google.com/tpu]: quota 9 exceeds the 8 google.com/tpu",
     ),
     (
         "spot-only pools for a team with budget-exempt inference",
