@@ -193,3 +193,95 @@ def topology_chips(topology: str) -> int | None:
     for p in parts:
         chips *= int(p)
     return chips
+
+
+@dataclass(frozen=True, kw_only=True)
+class TpuSliceShapes:
+    """The slice topologies GKE offers for one TPU model, and the machine types that carry them.
+
+    topologies: topology -> machine types whose nodes may form a slice of that shape; empty
+        when the docs give no closed list for the model (then only the dimension rule below
+        and the chips-per-host arithmetic are checked).
+    dims_all_at_most_4_or_all_multiples_of_4: the dimensions of a topology are either all at
+        most 4 or all multiples of 4 (the docs' rule for TPU v4).
+    source: where the facts come from.
+    """
+
+    topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dims_all_at_most_4_or_all_multiples_of_4: bool = False
+    source: str
+
+    def machine_types_for(self, topology: str) -> tuple[str, ...]:
+        return self.topologies.get(topology, ())
+
+
+def _shapes(
+    single_host: dict[str, tuple[str, ...]], multi_host: str, *shapes: str
+) -> dict[str, tuple[str, ...]]:
+    """Topology -> machine types: `single_host` as given, plus `multi_host` for each of
+    `shapes` (a shape may be in both, as 2x4 is: one 8-chip host or two 4-chip hosts)."""
+    out = dict(single_host)
+    for shape in shapes:
+        out[shape] = (*out.get(shape, ()), multi_host)
+    return out
+
+
+TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
+    # TPU v5e, "Configurations": the 2-D slice shapes are 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16
+    # and 16x16; serving (single-host) machine types are ct5lp-hightpu-1t (1x1), -4t (2x2) and
+    # -8t (2x4) (https://cloud.google.com/tpu/docs/v5e). A ct5lp-hightpu-4t 2x2 pool is
+    # single-host (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice);
+    # GKE builds 2x4 and larger slices from ct5lp-hightpu-4t hosts (Google's xpk,
+    # src/xpk/core/system_characteristics.py: v5litepod 2x4..16x16 on ct5lp-hightpu-4t).
+    "tpu-v5e": TpuSliceShapes(
+        topologies=_shapes(
+            {
+                "1x1": ("ct5lp-hightpu-1t",),
+                "2x2": ("ct5lp-hightpu-4t",),
+                "2x4": ("ct5lp-hightpu-8t",),
+            },
+            "ct5lp-hightpu-4t",
+            "2x4",
+            "4x4",
+            "4x8",
+            "8x8",
+            "8x16",
+            "16x16",
+        ),
+        source="cloud.google.com/tpu/docs/v5e; GKE tpu-multislice; xpk system_characteristics",
+    ),
+    # TPU v6e, "Supported configurations": 1x1 ct6e-standard-1t, 2x2 ct6e-standard-4t, 2x4
+    # ct6e-standard-8t (1 VM) or ct6e-standard-4t (2 VMs, GKE API only), 4x4 to 16x16
+    # ct6e-standard-4t (https://cloud.google.com/tpu/docs/v6e).
+    "tpu-v6e": TpuSliceShapes(
+        topologies=_shapes(
+            {
+                "1x1": ("ct6e-standard-1t",),
+                "2x2": ("ct6e-standard-4t",),
+                "2x4": ("ct6e-standard-8t",),
+            },
+            "ct6e-standard-4t",
+            "2x4",
+            "4x4",
+            "4x8",
+            "8x8",
+            "8x16",
+            "16x16",
+        ),
+        source="cloud.google.com/tpu/docs/v6e",
+    ),
+    # TPU v4: topologies are "AxBxC where A<=B<=C and A, B, C are either all <= 4 or all
+    # integer multiples of 4" (https://cloud.google.com/tpu/docs/types-topologies). No closed
+    # list is given, and GKE itself names the single-host shape 2x2x1, so the ordering is not
+    # enforced. One machine type, ct4p-hightpu-4t (4 chips per host).
+    "tpu-v4": TpuSliceShapes(
+        dims_all_at_most_4_or_all_multiples_of_4=True,
+        source="cloud.google.com/tpu/docs/types-topologies",
+    ),
+    # TPU v5p: the docs list only "the most common" slice shapes (2x2x1 ... 16x16x24, the
+    # largest; https://cloud.google.com/tpu/docs/supported-tpu-configurations), not a rule or
+    # a closed list, so no shape check beyond 3 dimensions and whole hosts of
+    # ct5p-hightpu-4t (4 chips each).
+    "tpu-v5p": TpuSliceShapes(source="cloud.google.com/tpu/docs/supported-tpu-configurations"),
+}
+"""Slice shapes per TPU model (keys of `MODELS`); every TPU model has an entry."""

@@ -916,37 +916,75 @@ def _check_pool(
 
 
 def _check_tpu_pool(pool: PoolConfig, model: catalog.AcceleratorModel, at: str, add: Any) -> None:
-    if pool.tpu_topology is None:
+    """GKE's rules for a TPU slice node pool: a topology the model offers, on a machine type
+    that carries it, in whole hosts; a multi-host pool holds exactly one slice, which GKE
+    creates, repairs and scales as one unit (nodes cannot be added to it: more slices take
+    more pools), so its node count is the slice's hosts, or 0 when scaled down."""
+    topology = pool.tpu_topology
+    if topology is None:
         add(f"{at}.tpu_topology", f"required for TPU model {pool.model}")
         return
-    chips = catalog.topology_chips(pool.tpu_topology)
-    dims = len(pool.tpu_topology.split("x"))
-    if chips is None or dims != model.tpu_topology_dims:
+    chips = catalog.topology_chips(topology)
+    dims = topology.split("x")
+    if chips is None or len(dims) != model.tpu_topology_dims:
         shape = "x".join(["N"] * model.tpu_topology_dims)
         add(
             f"{at}.tpu_topology",
-            f"{pool.tpu_topology!r} is not a {pool.model} topology (expected {shape})",
+            f"{topology!r} is not a {pool.model} topology (expected {shape})",
         )
         return
+    shapes = catalog.TPU_SLICE_SHAPES.get(pool.model)
+    if shapes is not None:
+        if shapes.topologies and topology not in shapes.topologies:
+            offered = ", ".join(shapes.topologies)
+            add(
+                f"{at}.tpu_topology",
+                f"GKE offers no {topology} slice of {pool.model}; use one of {offered}",
+            )
+            return
+        sizes = [int(d) for d in dims]
+        if shapes.dims_all_at_most_4_or_all_multiples_of_4 and not (
+            all(d <= 4 for d in sizes) or all(d % 4 == 0 for d in sizes)
+        ):
+            add(
+                f"{at}.tpu_topology",
+                f"{topology} is not a {pool.model} topology: its dimensions must be all at "
+                "most 4 or all multiples of 4 (e.g. 2x2x4, 4x4x8)",
+            )
+            return
+        carriers = shapes.machine_types_for(topology)
+        if carriers and pool.machine_type not in carriers:
+            add(
+                f"{at}.machine_type",
+                f"a {topology} slice of {pool.model} runs on {' or '.join(carriers)}, "
+                f"not {pool.machine_type}: change the machine type or the topology",
+            )
+            return
     per_host = pool.accelerators
     if per_host <= 0:
         return
     if chips % per_host != 0:
         add(
             f"{at}.tpu_topology",
-            f"topology {pool.tpu_topology} has {chips} chips, not a multiple of the "
+            f"topology {topology} has {chips} chips, not a multiple of the "
             f"{per_host} chips per host of {pool.machine_type}",
         )
         return
     hosts = chips // per_host
-    for field, count in (("min_nodes", pool.min_nodes), ("max_nodes", pool.max_nodes)):
-        if count % hosts != 0:
-            add(
-                f"{at}.{field}",
-                f"{field} {count} is not a multiple of {hosts} hosts per slice "
-                f"(topology {pool.tpu_topology} = {chips} chips, {per_host} chips per host "
-                f"on {pool.machine_type})",
-            )
+    if hosts == 1:
+        return
+    slice_ = (
+        f"a multi-host {topology} slice ({chips} chips, {per_host} per host on "
+        f"{pool.machine_type}) is {hosts} nodes and its pool holds exactly one slice"
+    )
+    if pool.max_nodes != hosts:
+        more = " (for more slices, add one pool per slice)" if pool.max_nodes > hosts else ""
+        add(f"{at}.max_nodes", f"{slice_}: set max_nodes to {hosts}{more}")
+    if pool.min_nodes not in (0, hosts):
+        add(
+            f"{at}.min_nodes",
+            f"{slice_}, scaled as a whole: set min_nodes to 0 or {hosts}",
+        )
 
 
 def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:

@@ -99,8 +99,8 @@ class Declared:
 
 
 def minimal_raw_fleet() -> dict[str, Any]:
-    """A small valid GKE fleet: on-demand and spot H100 pools, a TPU v5e pool (2x4 slices
-    of ct5lp-hightpu-4t: 2 hosts each), a research team and a serving team."""
+    """A small valid GKE fleet: on-demand and spot H100 pools, a TPU v5e pool (one 2x4 slice
+    of ct5lp-hightpu-4t: 2 hosts), a research team and a serving team."""
     return {
         "clusters": [
             {
@@ -127,7 +127,7 @@ def minimal_raw_fleet() -> dict[str, Any]:
                         "model": "tpu-v5e",
                         "machine_type": "ct5lp-hightpu-4t",
                         "tpu_topology": "2x4",
-                        "max_nodes": 4,
+                        "max_nodes": 2,
                     },
                 ],
             }

@@ -63,7 +63,7 @@ def test_fake_pools_carry_operator_and_cloud_labels(stack_fleets: dict[str, Flee
     tpu = pools["tpu-v5e"]
     assert tpu.count == 4 and tpu.per_node == 4 and tpu.resource == labels.TPU_RESOURCE
     assert tpu.labels["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
-    assert tpu.labels["cloud.google.com/gke-tpu-topology"] == "2x4"
+    assert tpu.labels["cloud.google.com/gke-tpu-topology"] == "4x4"
     assert tpu.labels["cloud.google.com/gke-nodepool"] == "tpu-v5e"
     assert tpu.labels["node.kubernetes.io/instance-type"] == "ct5lp-hightpu-4t"
     assert "cloud.google.com/gke-spot" not in tpu.labels

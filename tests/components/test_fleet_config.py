@@ -79,26 +79,14 @@ BAD_INPUTS: list[tuple[str, Edit, str]] = [
     ),
     (
         "TPU quota above the slices",
-        lambda r: team(r, "research")["quota"].update({"google.com/tpu": 17}),
-        "teams[research].quota[google.com/tpu]: quota 17 exceeds the 16 google.com/tpu",
+        lambda r: team(r, "research")["quota"].update({"google.com/tpu": 9}),
+        "teams[research].quota[google.com/tpu]: quota 9 exceeds the 8 google.com/tpu",
     ),
     (
         "spot-only pools for a team with budget-exempt inference",
         lambda r: pool(r, "h100").update(teams=["research"]),
         "teams[serving].budget_exempt_types: budget-exempt type 'inference' runs on on-demand "
         "capacity only, but every pool team 'serving' can use is spot (pools: h100-spot)",
-    ),
-    (
-        "TPU topology chips not a multiple of chips per host",
-        lambda r: pool(r, "tpu").update(tpu_topology="1x2"),
-        "clusters[gke].pools[tpu].tpu_topology: topology 1x2 has 2 chips, not a multiple of "
-        "the 4 chips per host of ct5lp-hightpu-4t",
-    ),
-    (
-        "TPU node count not a multiple of hosts per slice",
-        lambda r: pool(r, "tpu").update(max_nodes=3),
-        "clusters[gke].pools[tpu].max_nodes: max_nodes 3 is not a multiple of 2 hosts per "
-        "slice (topology 2x4 = 8 chips, 4 chips per host on ct5lp-hightpu-4t)",
     ),
     (
         "TPU topology with the wrong number of dimensions",
@@ -380,3 +368,164 @@ def test_stack_files_live_where_pulumi_looks() -> None:
     # in stacks/ by the provider of dynamic resources (see Pulumi.yaml).
     assert project["runtime"]["options"] == {"toolchain": "pip"}
     assert (REPO_ROOT / "stacks" / "__main__.py").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# TPU slice pools: GKE's topologies, machine types and one-slice-per-multi-host-pool rule
+# (components.catalog.TPU_SLICE_SHAPES says where each fact comes from).
+# ---------------------------------------------------------------------------------------------
+
+
+def tpu_fleet(
+    model: str, machine_type: str, topology: str, max_nodes: int, min_nodes: int = 0
+) -> dict[str, Any]:
+    """The minimal fleet with its TPU pool replaced, priced, and no TPU quota to fit."""
+    raw = copy.deepcopy(minimal_raw_fleet())
+    pool(raw, "tpu").update(
+        model=model,
+        machine_type=machine_type,
+        tpu_topology=topology,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+    )
+    raw["models"].pop("tpu-v5e")
+    raw["models"][model] = {"price_per_hour_usd": {"on-demand": 1.0, "spot": 0.5}}
+    team(raw, "research")["quota"].pop("google.com/tpu")
+    return raw
+
+
+# (model, machine type, topology, min_nodes, max_nodes)
+VALID_TPU_POOLS: list[tuple[str, str, str, int, int]] = [
+    # v5e single-host shapes, one per machine type; single-host pools may hold many slices
+    ("tpu-v5e", "ct5lp-hightpu-1t", "1x1", 0, 8),
+    ("tpu-v5e", "ct5lp-hightpu-4t", "2x2", 1, 8),
+    ("tpu-v5e", "ct5lp-hightpu-8t", "2x4", 0, 4),
+    # v5e multi-host shapes on ct5lp-hightpu-4t: exactly one slice, scaled from 0 or fixed
+    ("tpu-v5e", "ct5lp-hightpu-4t", "2x4", 0, 2),
+    ("tpu-v5e", "ct5lp-hightpu-4t", "4x4", 0, 4),
+    ("tpu-v5e", "ct5lp-hightpu-4t", "4x4", 4, 4),
+    ("tpu-v5e", "ct5lp-hightpu-4t", "16x16", 0, 64),
+    # v6e
+    ("tpu-v6e", "ct6e-standard-1t", "1x1", 0, 3),
+    ("tpu-v6e", "ct6e-standard-8t", "2x4", 0, 3),
+    ("tpu-v6e", "ct6e-standard-4t", "2x4", 2, 2),
+    ("tpu-v6e", "ct6e-standard-4t", "8x8", 0, 16),
+    # v4: single-host 2x2x1, multi-host shapes all <= 4 or all multiples of 4
+    ("tpu-v4", "ct4p-hightpu-4t", "2x2x1", 0, 5),
+    ("tpu-v4", "ct4p-hightpu-4t", "2x2x4", 0, 4),
+    ("tpu-v4", "ct4p-hightpu-4t", "4x4x8", 32, 32),
+    # v5p: only whole hosts and one slice per multi-host pool are checked
+    ("tpu-v5p", "ct5p-hightpu-4t", "2x2x1", 0, 2),
+    ("tpu-v5p", "ct5p-hightpu-4t", "4x4x4", 0, 16),
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "machine_type", "topology", "min_nodes", "max_nodes"),
+    VALID_TPU_POOLS,
+    ids=[f"{m}-{t}-on-{mt}-{lo}..{hi}" for m, mt, t, lo, hi in VALID_TPU_POOLS],
+)
+def test_tpu_pools_gke_accepts_are_valid(
+    model: str, machine_type: str, topology: str, min_nodes: int, max_nodes: int
+) -> None:
+    fleet = parse_fleet(tpu_fleet(model, machine_type, topology, max_nodes, min_nodes))
+    tpu = next(p for p in fleet.pools if p.name == "tpu")
+    assert tpu.tpu_topology == topology
+
+
+TPU = "clusters[gke].pools[tpu]"
+V5E_TOPOLOGIES = "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
+
+# (id, (model, machine type, topology, min_nodes, max_nodes), every expected "path: reason")
+INVALID_TPU_POOLS: list[tuple[str, tuple[str, str, str, int, int], list[str]]] = [
+    (
+        "v5e 3x3 is no v5e shape",
+        ("tpu-v5e", "ct5lp-hightpu-1t", "3x3", 0, 9),
+        [f"{TPU}.tpu_topology: GKE offers no 3x3 slice of tpu-v5e; use one of {V5E_TOPOLOGIES}"],
+    ),
+    (
+        "v5e 1x4 is no v5e shape, though 4 chips fill a ct5lp-hightpu-4t",
+        ("tpu-v5e", "ct5lp-hightpu-4t", "1x4", 0, 1),
+        [f"{TPU}.tpu_topology: GKE offers no 1x4 slice of tpu-v5e; use one of {V5E_TOPOLOGIES}"],
+    ),
+    (
+        "v5e 4x4 on the single-host ct5lp-hightpu-8t",
+        ("tpu-v5e", "ct5lp-hightpu-8t", "4x4", 0, 2),
+        [
+            f"{TPU}.machine_type: a 4x4 slice of tpu-v5e runs on ct5lp-hightpu-4t, not "
+            "ct5lp-hightpu-8t: change the machine type or the topology"
+        ],
+    ),
+    (
+        "v5e 2x2 on ct5lp-hightpu-1t",
+        ("tpu-v5e", "ct5lp-hightpu-1t", "2x2", 0, 4),
+        [
+            f"{TPU}.machine_type: a 2x2 slice of tpu-v5e runs on ct5lp-hightpu-4t, not "
+            "ct5lp-hightpu-1t: change the machine type or the topology"
+        ],
+    ),
+    (
+        "v5e 4x4 pool of two slices",
+        ("tpu-v5e", "ct5lp-hightpu-4t", "4x4", 0, 8),
+        [
+            f"{TPU}.max_nodes: a multi-host 4x4 slice (16 chips, 4 per host on "
+            "ct5lp-hightpu-4t) is 4 nodes and its pool holds exactly one slice: set max_nodes "
+            "to 4 (for more slices, add one pool per slice)"
+        ],
+    ),
+    (
+        "v5e 4x4 pool smaller than its slice, with a partial minimum",
+        ("tpu-v5e", "ct5lp-hightpu-4t", "4x4", 2, 3),
+        [
+            f"{TPU}.max_nodes: a multi-host 4x4 slice (16 chips, 4 per host on "
+            "ct5lp-hightpu-4t) is 4 nodes and its pool holds exactly one slice: set max_nodes "
+            "to 4",
+            f"{TPU}.min_nodes: a multi-host 4x4 slice (16 chips, 4 per host on "
+            "ct5lp-hightpu-4t) is 4 nodes and its pool holds exactly one slice, scaled as a "
+            "whole: set min_nodes to 0 or 4",
+        ],
+    ),
+    (
+        "v6e 2x8 is no v6e shape",
+        ("tpu-v6e", "ct6e-standard-4t", "2x8", 0, 4),
+        [
+            f"{TPU}.tpu_topology: GKE offers no 2x8 slice of tpu-v6e; use one of "
+            "1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
+        ],
+    ),
+    (
+        "v4 dimensions neither all at most 4 nor all multiples of 4",
+        ("tpu-v4", "ct4p-hightpu-4t", "2x4x8", 0, 16),
+        [
+            f"{TPU}.tpu_topology: 2x4x8 is not a tpu-v4 topology: its dimensions must be all "
+            "at most 4 or all multiples of 4 (e.g. 2x2x4, 4x4x8)"
+        ],
+    ),
+    (
+        "v5p topology of half a host",
+        ("tpu-v5p", "ct5p-hightpu-4t", "1x1x2", 0, 1),
+        [
+            f"{TPU}.tpu_topology: topology 1x1x2 has 2 chips, not a multiple of the "
+            "4 chips per host of ct5p-hightpu-4t"
+        ],
+    ),
+    (
+        "v5e topology with the wrong number of dimensions",
+        ("tpu-v5e", "ct5lp-hightpu-4t", "2x2x2", 0, 2),
+        [f"{TPU}.tpu_topology: '2x2x2' is not a tpu-v5e topology (expected NxN)"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pool_args", "expected"),
+    [(a, x) for _, a, x in INVALID_TPU_POOLS],
+    ids=[i for i, _, _ in INVALID_TPU_POOLS],
+)
+def test_tpu_pools_gke_refuses_are_reported(
+    pool_args: tuple[str, str, str, int, int], expected: list[str]
+) -> None:
+    model, machine_type, topology, min_nodes, max_nodes = pool_args
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(tpu_fleet(model, machine_type, topology, max_nodes, min_nodes))
+    assert [str(p) for p in caught.value.problems] == expected

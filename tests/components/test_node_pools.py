@@ -237,7 +237,7 @@ def test_gke_tpu_slice_pool(capacity: str, declare: Declare, fleet_from: FleetFr
     declared = declare_pool(declare, fleet_from(edit), "tpu")
     got = declared.one(NODE_POOL).inputs
     assert got["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "2x4"}
-    assert got["autoscaling"]["totalMaxNodeCount"] == 4
+    assert got["autoscaling"]["totalMaxNodeCount"] == 2
     node = got["nodeConfig"]
     assert node["machineType"] == "ct5lp-hightpu-4t"
     assert node["spot"] is (capacity == "spot")
@@ -327,6 +327,9 @@ def test_gke_initial_node_count_is_per_zone(
         pool["zones"] = zones
         pool["min_nodes"] = min_nodes
         pool["max_nodes"] = max(pool.get("max_nodes", 0), min_nodes, 1)
+        if pool_name == "tpu" and min_nodes:
+            # A multi-host TPU pool is one slice: pick the one whose hosts are min_nodes.
+            pool["tpu_topology"] = {2: "2x4", 4: "4x4"}[min_nodes]
 
     got = declare_pool(declare, fleet_from(edit), pool_name).one(NODE_POOL).inputs
     assert got["initialNodeCount"] == per_zone
