@@ -54,6 +54,8 @@ def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
     for target, reason in plan.held:
         rt.log.info("idle.held", target=target.key, reason=reason)
         rt.summary.action(CONCERN, "reclaim", "held")
+        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
+            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
     rt.each(plan.clear, lambda j: _guard(rt, "clear", j.pod.key, lambda: clear_warning(rt, j)))
     rt.each(plan.warn, lambda j: _guard(rt, "warn", j.pod.key, lambda: warn(rt, j)))
     done = rt.each(

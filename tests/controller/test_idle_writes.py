@@ -4,17 +4,18 @@ then a pod created again under the same name; a delete that fails)."""
 from __future__ import annotations
 
 import copy
+import io
 from typing import Any
 
 import pytest
 
 from components import labels as keys
 from controller.act.events import EventRecorder
-from controller.act.idle import clear_warning, reclaim, warn
+from controller.act.idle import act_on_idle, clear_warning, reclaim, warn
 from controller.act.opa import Decision
 from controller.act.runtime import Runtime
 from controller.config import IdleRule, Settings
-from controller.decide.idle import IdleFacts, PodJudgement, ReclaimPlan, Verdict
+from controller.decide.idle import IdleFacts, IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import Target
 from controller.errors import ConflictError, NotFoundError, PermanentError
 from controller.summary import Summary
@@ -188,3 +189,21 @@ def test_a_failed_delete_leaves_a_failure_event_not_a_reclaimed_one() -> None:
     assert event["reason"] == "IdleReclaimFailed"
     assert "HTTP 403" in event["message"]
     assert rt.summary.values  # the failure is counted
+
+
+def test_a_dry_run_reports_a_held_workload() -> None:
+    kube = ScriptedKube(a_pod("nb").raw(), conflicts=0)
+    rt = runtime(kube)
+    rt.settings = Settings(prometheus_url="http://unused", opa_url="http://unused", dry_run=True)
+    rt.out = io.StringIO()
+    target = Target(
+        api_version="apps/v1",
+        kind="Deployment",
+        namespace="ml-research",
+        name="nb",
+        method="scale-to-zero",
+    )
+    reason = "workload has pods that were not judged idle: ml-research/nb-b (not-running)"
+    act_on_idle(rt, IdlePlan(held=[(target, reason)]))
+    assert f"DRY-RUN idle: would hold Deployment/ml-research/nb: {reason}" in rt.out.getvalue()
+    assert kube.patches == [] and kube.events == []
