@@ -23,7 +23,13 @@ from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import VOLCANO_JOB_API, Target
-from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
+from controller.errors import (
+    ConflictError,
+    ControllerError,
+    InjectedFault,
+    NotFoundError,
+    TemporaryError,
+)
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
 
@@ -416,7 +422,17 @@ def _abort_volcano_job(
     except ConflictError:
         rt.log.info("idle.reclaim.already", target=target.key, command=name)
         return None
-    patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
+    try:
+        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        # The abort is done (Volcano acts on the Command): the IdleReclaimed Event must still be
+        # written, so the failure of the record on the Job is logged and counted, not raised.
+        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        rt.log.error("idle.reclaim.record.failed", target=target.key, error=str(error), kind=kind)
+        rt.summary.action(CONCERN, "record", "failed")
+        rt.summary.error(CONCERN, kind)
     return ObjectRef(
         api_version=VOLCANO_JOB_API,
         kind="Job",

@@ -243,7 +243,7 @@ class Objects(ScriptedKube):
         return copy.deepcopy(self.objects[path])
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("kind") != "Event":
+        if "involvedObject" not in body:
             self.created.append((path, body))
         return super().create(path, body)
 
@@ -366,3 +366,27 @@ def test_a_job_created_again_under_the_same_name_is_not_stopped(
     assert kube.patches == []
     assert kube.created == []
     assert kube.events == []
+
+
+class FailingPatch(Objects):
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        raise PermanentError(f"PATCH {path}: HTTP 403")
+
+
+def test_an_aborted_volcano_job_gets_its_event_when_the_annotation_fails() -> None:
+    api = "batch.volcano.sh/v1alpha1"
+    kube = FailingPatch(
+        {f"/apis/{api}/namespaces/{NS}/jobs/sweep": owner_object("Job", "sweep", "o-sweep")}
+    )
+    target = Target(api_version=api, kind="VolcanoJob", namespace=NS, name="sweep", method="abort")
+    pod = a_pod("sweep-0").gpus(1).on("h100-0").owned_by("Job", "sweep", api)
+    rt = reclaim_runtime(kube)
+    assert reclaim(rt, reclaim_of(target, pod)) is True  # the abort happened
+    [(_, command)] = kube.created
+    assert command["action"] == "AbortJob"
+    reasons = [
+        (e["reason"], e["involvedObject"]["kind"]) for e in kube.events if "involvedObject" in e
+    ]
+    assert ("IdleReclaimed", "Job") in reasons
+    assert ("IdleReclaimed", "Pod") in reasons
+    assert rt.summary.get("errors", concern="idle", kind="permanent") == 1
