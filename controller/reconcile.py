@@ -1,9 +1,9 @@
 """One reconcile pass: lease → observe → decide → act → summary.
 
 `run_pass` is the library entry point (the command line and the tests call it). Concerns run in
-the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged and
-counted and the next concern still runs, while a failure to observe stops the pass (no
-evidence, no action). Preemption treats the pods idle reclamation removed in this pass as
+the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged
+(`<concern>.failed`) and counted under that concern, and the next concern still runs, while a
+failure to observe stops the pass (no evidence, no action), and so does a lost Lease. Preemption treats the pods idle reclamation removed in this pass as
 already freed.
 """
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from controller import keys as own
 from controller.act.events import EventRecorder
@@ -38,6 +38,8 @@ from controller.observe.snapshot import Snapshot, take_snapshot
 from controller.summary import Summary
 
 CONCERNS = ("idle", "spend", "preempt")
+
+T = TypeVar("T")
 
 
 @dataclass(kw_only=True)
@@ -175,18 +177,34 @@ def _run(
     freed: set[str] = set()
     if "idle" in concerns:
         assert found is not None
-        freed = _idle(rt, snapshot, found)
+        freed = _isolated(rt, "idle", lambda: _idle(rt, snapshot, found)) or set()
         if lease:
             lease.renew()
         lap("idle")
     if "spend" in concerns:
-        _spend(rt, snapshot)
+        _isolated(rt, "spend", lambda: _spend(rt, snapshot))
         if lease:
             lease.renew()
         lap("spend")
     if "preempt" in concerns:
-        _preempt(rt, snapshot, freed)
+        _isolated(rt, "preempt", lambda: _preempt(rt, snapshot, freed))
         lap("preempt")
+
+
+def _isolated(rt: Runtime, concern: str, run: Callable[[], T]) -> T | None:
+    """Run one concern; an error of its own is logged and counted under it (None is returned)
+    and the next concern still runs. Errors that stop the whole pass go through: a simulated
+    kill (`InjectedFault`) and a lost Lease (`LeaseHeldError`: another controller may be acting
+    on the same cluster, so nothing more is done)."""
+    try:
+        return run()
+    except (InjectedFault, LeaseHeldError):
+        raise
+    except ControllerError as error:
+        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        rt.summary.error(concern, kind)
+        rt.log.error(f"{concern}.failed", error=str(error), kind=kind)
+        return None
 
 
 Evidence = dict[int, dict[tuple[str, str], PodEvidence]]
@@ -268,14 +286,7 @@ def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) ->
         fb_steady_mib=rt.settings.fb_steady_mib,
     )
     plan = plan_idle(snapshot.pods, rt.fleet, evidence, rt.now, rules)
-    try:
-        return act_on_idle(rt, plan)
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        rt.summary.error("idle", "temporary" if isinstance(error, TemporaryError) else "permanent")
-        rt.log.error("idle.failed", error=str(error))
-        return set()
+    return act_on_idle(rt, plan)
 
 
 def _spend(rt: Runtime, snapshot: Snapshot) -> None:

@@ -4,7 +4,9 @@ State lives on the pod (`fleetplane.dev/idle-warned-at`, `fleetplane.dev/reclaim
 epoch seconds), so a warning survives restarts and a later pass picks up where the last one
 stopped. Reclaiming picks the least destructive way for the owner (see `decide.workloads.Target`)
 and is done only on an explicit allow from `fleetplane/decisions/reclaim` for every pod of the
-workload. Volcano Jobs have no suspend field: the controller creates a `bus.volcano.sh/v1alpha1`
+workload, and only on the owner those pods name (its uid) with no more replicas wanted than pods
+were judged: an owner created again under the same name, or scaled up since the snapshot, would
+be stopped with pods nobody judged. Volcano Jobs have no suspend field: the controller creates a `bus.volcano.sh/v1alpha1`
 Command with action `AbortJob` (Volcano kills the pods and keeps the Job, which can be resumed
 with a `ResumeJob` Command); the Command's name is derived from the warning time, so a repeated
 pass finds it already there instead of aborting twice.
@@ -21,7 +23,13 @@ from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import VOLCANO_JOB_API, Target
-from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
+from controller.errors import (
+    ConflictError,
+    ControllerError,
+    InjectedFault,
+    NotFoundError,
+    TemporaryError,
+)
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
 
@@ -54,6 +62,8 @@ def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
     for target, reason in plan.held:
         rt.log.info("idle.held", target=target.key, reason=reason)
         rt.summary.action(CONCERN, "reclaim", "held")
+        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
+            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
     rt.each(plan.clear, lambda j: _guard(rt, "clear", j.pod.key, lambda: clear_warning(rt, j)))
     rt.each(plan.warn, lambda j: _guard(rt, "warn", j.pod.key, lambda: warn(rt, j)))
     done = rt.each(
@@ -219,14 +229,36 @@ def _record(why: str, rt: Runtime, extra: dict[str, str] | None = None) -> dict[
     }
 
 
-def _resolve_scalable(rt: Runtime, target: Target) -> tuple[str, str, dict[str, Any]] | None:
-    """Follow Pod → ReplicaSet → Deployment through ownerReferences; (kind, path, object)."""
+def _judged_owner_uids(item: ReclaimPlan, name: str) -> set[str]:
+    """The uids the snapshot's pods name for their owner `name` (normally one)."""
+    return {
+        j.pod.owner.uid for j in item.pods if j.pod.owner is not None and j.pod.owner.name == name
+    }
+
+
+def _changed(rt: Runtime, target: Target, reason: str) -> None:
+    """The owner is no longer the one judged: no write, logged and counted."""
+    rt.log.info("idle.reclaim.changed", target=target.key, reason=reason, action="none")
+    rt.summary.action(CONCERN, "reclaim", "changed")
+
+
+def _resolve_scalable(
+    rt: Runtime, target: Target, item: ReclaimPlan
+) -> tuple[str, str, dict[str, Any], set[str]] | str | None:
+    """Follow Pod → ReplicaSet → Deployment through ownerReferences: (kind, path, object, the
+    uids the object may have); None when it is gone; why, when it is not the one judged."""
     if target.kind == "Deployment" and target.via:
         rs_path = object_path("apps/v1", "replicasets", target.namespace, target.via)
         try:
             rs = rt.kube.get(rs_path)
         except NotFoundError:
             return None
+        judged = _judged_owner_uids(item, target.via)
+        if _uid_of(rs) not in judged:
+            return (
+                f"ReplicaSet {target.via} has uid {_uid_of(rs)}, the pods judged name "
+                f"{', '.join(sorted(judged))}: created again since"
+            )
         owner = next(
             (
                 ref
@@ -236,8 +268,9 @@ def _resolve_scalable(rt: Runtime, target: Target) -> tuple[str, str, dict[str, 
             None,
         )
         if owner is None:
-            return "ReplicaSet", rs_path, rs
+            return "ReplicaSet", rs_path, rs, judged
         path = object_path("apps/v1", "deployments", target.namespace, owner["name"])
+        expected = {str(owner.get("uid") or "")}
     else:
         plural = {
             "Deployment": "deployments",
@@ -245,25 +278,47 @@ def _resolve_scalable(rt: Runtime, target: Target) -> tuple[str, str, dict[str, 
             "ReplicaSet": "replicasets",
         }[target.kind]
         path = object_path("apps/v1", plural, target.namespace, target.name)
+        expected = _judged_owner_uids(item, target.name)
     try:
         obj = rt.kube.get(path)
     except NotFoundError:
         return None
-    return obj["kind"], path, obj
+    return obj["kind"], path, obj, expected
 
 
 def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
-    resolved = _resolve_scalable(rt, target)
+    resolved = _resolve_scalable(rt, target, item)
     if resolved is None:
         rt.log.info("idle.reclaim.gone", target=target.key)
         return None
-    kind, path, obj = resolved
+    if isinstance(resolved, str):
+        _changed(rt, target, resolved)
+        return None
+    kind, path, obj, expected = resolved
     metadata = obj.get("metadata") or {}
+    judged = len(item.pods)
+    refused: list[str] = []
 
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        spec = (current or obj).get("spec") or {}
+        subject = current or obj
+        # Still the object whose pods were judged, with no more replicas than were judged?
+        # Another one under the same name, or replicas added since the snapshot, would be
+        # stopped without evidence.
+        if (uid := _uid_of(subject)) not in expected:
+            refused.append(
+                f"{kind} {metadata.get('name')} has uid {uid}, the pods judged belong to "
+                f"{', '.join(sorted(expected))}: created again since"
+            )
+            return None
+        spec = subject.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
         if replicas == 0:
+            return None
+        if replicas > judged:
+            refused.append(
+                f"{kind} {metadata.get('name')} wants {replicas} replicas, {judged} pod(s) were "
+                "judged idle: replicas added since"
+            )
             return None
         return {
             "metadata": {"annotations": _record(why, rt, {own.RECLAIMED_REPLICAS: str(replicas)})},
@@ -271,6 +326,9 @@ def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> 
         }
 
     written = patch_fresh(rt.kube, path, metadata.get("resourceVersion"), build)
+    if refused:
+        _changed(rt, target, refused[-1])
+        return None
     if written is None:
         rt.log.info(
             "idle.reclaim.already", target=f"{kind}/{target.namespace}/{metadata.get('name')}"
@@ -292,12 +350,26 @@ def _suspend_job(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> Ob
     except NotFoundError:
         return None
 
+    expected = _judged_owner_uids(item, target.name)
+    refused: list[str] = []
+
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if ((current or job).get("spec") or {}).get("suspend") is True:
+        subject = current or job
+        if (uid := _uid_of(subject)) not in expected:  # another Job under the same name
+            refused.append(
+                f"Job {target.name} has uid {uid}, the pods judged belong to "
+                f"{', '.join(sorted(expected))}: created again since"
+            )
+            return None
+        if (subject.get("spec") or {}).get("suspend") is True:
             return None
         return {"metadata": {"annotations": _record(why, rt)}, "spec": {"suspend": True}}
 
-    if patch_fresh(rt.kube, path, job["metadata"].get("resourceVersion"), build) is None:
+    written = patch_fresh(rt.kube, path, job["metadata"].get("resourceVersion"), build)
+    if refused:
+        _changed(rt, target, refused[-1])
+        return None
+    if written is None:
         return None
     return ObjectRef(
         api_version="batch/v1",
@@ -317,6 +389,15 @@ def _abort_volcano_job(
     except NotFoundError:
         return None
     uid = job["metadata"].get("uid", "")
+    expected = _judged_owner_uids(item, target.name)
+    if uid not in expected:  # another Job under the same name: its pods were not judged
+        _changed(
+            rt,
+            target,
+            f"Volcano Job {target.name} has uid {uid}, the pods judged belong to "
+            f"{', '.join(sorted(expected))}: created again since",
+        )
+        return None
     warned = min(int(j.warned_at or rt.now) for j in item.pods)
     name = f"{target.name[:40]}-idle-{warned}"
     command = {
@@ -341,7 +422,17 @@ def _abort_volcano_job(
     except ConflictError:
         rt.log.info("idle.reclaim.already", target=target.key, command=name)
         return None
-    patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
+    try:
+        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        # The abort is done (Volcano acts on the Command): the IdleReclaimed Event must still be
+        # written, so the failure of the record on the Job is logged and counted, not raised.
+        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        rt.log.error("idle.reclaim.record.failed", target=target.key, error=str(error), kind=kind)
+        rt.summary.action(CONCERN, "record", "failed")
+        rt.summary.error(CONCERN, kind)
     return ObjectRef(
         api_version=VOLCANO_JOB_API,
         kind="Job",

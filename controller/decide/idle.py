@@ -16,8 +16,10 @@ Per pod (`judge_pod`), in this order; the first that applies is the verdict:
 10. idle, warned inside the window, deadline reached     → RECLAIM (OPA has the last word)
 
 Per workload (`plan_idle`): the pods of one owner (Deployment, StatefulSet, Job, Volcano Job,
-or a bare pod) are reclaimed together, and only when every accelerator pod of it is RECLAIM;
-one busy replica keeps the whole workload.
+or a bare pod) are reclaimed together, and only when every non-terminal accelerator pod of it is
+RECLAIM; one busy replica keeps the whole workload, and so does one that is not running (pending,
+terminating): it was not judged, and scaling its owner to zero would kill it on the evidence
+of the others.
 
 Utilisation above the line is positive evidence of work, so it decides before completeness: one
 sample over the threshold proves the pod busy even when other samples are missing. That is also
@@ -338,9 +340,14 @@ def plan_idle(
     no_evidence: dict[tuple[str, str], PodEvidence] = {}
     for pod in pods:
         if not _running(pod):  # judged without evidence
-            plan.judgements.append(
-                PodJudgement(pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}")
+            judgement = PodJudgement(
+                pod=pod, verdict=Verdict.NOT_RUNNING, reason=f"phase {pod.phase}"
             )
+            plan.judgements.append(judgement)
+            if not pod.terminal:
+                # Pending or terminating: still part of its workload, which a reclaim would
+                # stop with it, so it keeps the workload (see below).
+                judged.append(judgement)
             continue
         wt = types.get(pod.workload_type or "")
         found = (
@@ -371,10 +378,16 @@ def plan_idle(
             continue
         target = targets[key]
         if len(ready) < len(judgements):
+            others = ", ".join(
+                f"{j.pod.key} ({j.verdict.value})"
+                for j in judgements
+                if j.verdict != Verdict.RECLAIM
+            )
             plan.held.append(
                 (
                     target,
-                    f"{len(ready)} of {len(judgements)} accelerator pods are reclaimable; "
+                    f"workload has pods that were not judged idle: {others}; "
+                    f"{len(ready)} of {len(judgements)} accelerator pods are reclaimable, "
                     "the workload is reclaimed only when all are",
                 )
             )

@@ -252,3 +252,79 @@ def test_plan_groups_by_workload_and_needs_every_replica_idle() -> None:
     assert_same(want, got, "reclaim targets")
     assert_same([("Deployment", "pair")], [(t.kind, t.name) for t, _ in plan.held], "held")
     assert [j.pod.name for j in plan.clear] == []
+
+
+def idle_evidence(*names: str) -> dict[int, dict[tuple[str, str], PodEvidence]]:
+    return {
+        WINDOW: {
+            ("ml-research", name): evidence(WINDOW, gpu_series("h100-0", samples=FULL))
+            for name in names
+        }
+    }
+
+
+def reclaimable(name: str, owner: str) -> PodBuilder:
+    return (
+        a_pod(name)
+        .type("notebook")
+        .gpus(1)
+        .on("h100-0")
+        .of_deployment(owner)
+        .warned(NOW - 1000, NOW - 100)
+    )
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(
+            a_pod("nb-b").type("notebook").gpus(1).of_deployment("nb").pending(NOW - 60),
+            id="pending replica",
+        ),
+        pytest.param(
+            a_pod("nb-b").type("notebook").gpus(1).on("h100-0").of_deployment("nb").deleting(),
+            id="terminating replica",
+        ),
+        pytest.param(
+            a_pod("nb-b").type("notebook").gpus(1).of_deployment("nb", "77aa11").pending(NOW - 5),
+            id="pending replica of a new rollout",
+        ),
+    ],
+)
+def test_a_workload_with_a_pod_not_judged_idle_is_held(other: PodBuilder) -> None:
+    """One replica idle past its grace, another not running: the Deployment is not scaled to
+    zero on the evidence of the first alone."""
+    pods = [reclaimable("nb-a", "nb").build(), other.build()]
+    plan = plan_idle(pods, fleet(), idle_evidence("nb-a"), NOW, RULES)
+    assert_same([], [r.target.key for r in plan.reclaim], "reclaimed")
+    [(target, reason)] = plan.held
+    assert target.key == "Deployment/ml-research/nb"
+    assert "workload has pods that were not judged idle: ml-research/nb-b" in reason
+
+
+def test_finished_pods_do_not_hold_a_workload() -> None:
+    pods = [
+        a_pod("train-0")
+        .type("batch")
+        .gpus(1)
+        .on("h100-0")
+        .owned_by("Job", "train", "batch/v1")
+        .warned(NOW - 1000, NOW - 100)
+        .build(),
+        a_pod("train-1")
+        .type("batch")
+        .gpus(1)
+        .owned_by("Job", "train", "batch/v1")
+        .finished(NOW - 500)
+        .build(),
+    ]
+    found = {
+        3600: {
+            ("ml-research", "train-0"): evidence(
+                3600, gpu_series("h100-0", samples=RULES.expected_samples(3600))
+            )
+        }
+    }
+    plan = plan_idle(pods, fleet(), found, NOW, RULES)
+    assert_same(["Job/ml-research/train"], [r.target.key for r in plan.reclaim], "reclaimed")
+    assert plan.held == []
