@@ -13,9 +13,11 @@ from components.controller_job import ControllerJob, ControllerJobArgs
 from components.render import render_opa_data
 from controller.act.idle import _scale_to_zero
 from controller.config import parse_config
+from controller.decide.idle import PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import Target
 from controller.observe.kube import namespace_path, object_path, pod_path
 from controller.upgrade.settings import upgrade_settings
+from tests.controller.builders import a_pod
 
 
 def grants(rules: list[dict], group: str, resource: str) -> set[str]:
@@ -168,7 +170,7 @@ def test_a_bare_replicaset_can_be_scaled_to_zero(prod_controller) -> None:
     rs_path = object_path("apps/v1", "replicasets", "team-a", "notebook-7f9c")
     rs = {
         "kind": "ReplicaSet",
-        "metadata": {"name": "notebook-7f9c", "resourceVersion": "12", "uid": "u1"},
+        "metadata": {"name": "notebook-7f9c", "resourceVersion": "12", "uid": "o-notebook-7f9c"},
         "spec": {"replicas": 1},
     }
     kube = RecordingKube({rs_path: rs})
@@ -182,7 +184,13 @@ def test_a_bare_replicaset_can_be_scaled_to_zero(prod_controller) -> None:
         method="scale-to-zero",
         via="notebook-7f9c",
     )
-    ref = _scale_to_zero(rt, target, None, "idle")  # type: ignore[arg-type]
+    # The one pod judged idle, of this ReplicaSet (the builder names its owner uid o-<name>).
+    pod = a_pod("notebook-7f9c-x").gpus(1).on("h100-0").owned_by("ReplicaSet", "notebook-7f9c")
+    item = ReclaimPlan(
+        target=target,
+        pods=(PodJudgement(pod=pod.build(), verdict=Verdict.RECLAIM, reason="idle"),),
+    )
+    ref = _scale_to_zero(rt, target, item, "idle")  # type: ignore[arg-type]
     assert ref is not None and ref.kind == "ReplicaSet"
     assert ("PATCH", rs_path) in kube.requests
     for method, path in kube.requests:
