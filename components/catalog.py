@@ -226,6 +226,9 @@ def _shapes(
     return out
 
 
+_MULTI_HOST_2D = ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+"""The 2-D slices v5e and v6e build from 4-chip hosts (2x4 also fits one 8-chip host)."""
+
 TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
     # TPU v5e, "Configurations": the 2-D slice shapes are 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16
     # and 16x16; serving (single-host) machine types are ct5lp-hightpu-1t (1x1), -4t (2x2) and
@@ -241,12 +244,7 @@ TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
                 "2x4": ("ct5lp-hightpu-8t",),
             },
             "ct5lp-hightpu-4t",
-            "2x4",
-            "4x4",
-            "4x8",
-            "8x8",
-            "8x16",
-            "16x16",
+            *_MULTI_HOST_2D,
         ),
         source="cloud.google.com/tpu/docs/v5e; GKE tpu-multislice; xpk system_characteristics",
     ),
@@ -261,12 +259,7 @@ TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
                 "2x4": ("ct6e-standard-8t",),
             },
             "ct6e-standard-4t",
-            "2x4",
-            "4x4",
-            "4x8",
-            "8x8",
-            "8x16",
-            "16x16",
+            *_MULTI_HOST_2D,
         ),
         source="cloud.google.com/tpu/docs/v6e",
     ),

@@ -38,3 +38,8 @@ class LeaseHeldError(ControllerError):
 
 class InjectedFault(ControllerError):
     """Raised by a test hook to simulate a run killed half way."""
+
+
+def error_kind(error: ControllerError) -> str:
+    """ "temporary" or "permanent": how an error is counted and logged."""
+    return "temporary" if isinstance(error, TemporaryError) else "permanent"

@@ -3,8 +3,8 @@
 `run_pass` is the library entry point (the command line and the tests call it). Concerns run in
 the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged
 (`<concern>.failed`) and counted under that concern, and the next concern still runs, while a
-failure to observe stops the pass (no evidence, no action), and so does a lost Lease. Preemption treats the pods idle reclamation removed in this pass as
-already freed.
+failure to observe stops the pass (no evidence, no action), and so does a lost Lease.
+Preemption treats the pods idle reclamation removed in this pass as already freed.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from controller.config import FleetView, Settings
 from controller.decide.idle import EvidenceRules, plan_idle
 from controller.decide.preempt import plan_preemption
 from controller.decide.spend import Accumulator, plan_spend
-from controller.errors import ControllerError, InjectedFault, LeaseHeldError, TemporaryError
+from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
 from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
@@ -110,7 +110,7 @@ def run_pass(
     except InjectedFault:
         raise
     except ControllerError as error:
-        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        kind = error_kind(error)
         summary.error("observe", kind)
         log.error("pass.failed", error=str(error), kind=kind)
     finally:
@@ -201,7 +201,7 @@ def _isolated(rt: Runtime, concern: str, run: Callable[[], T]) -> T | None:
     except (InjectedFault, LeaseHeldError):
         raise
     except ControllerError as error:
-        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        kind = error_kind(error)
         rt.summary.error(concern, kind)
         rt.log.error(f"{concern}.failed", error=str(error), kind=kind)
         return None
@@ -270,7 +270,7 @@ def _evidence(fleet: FleetView, prometheus: Prometheus, now: float) -> Evidence 
 
 def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) -> set[str]:
     if isinstance(found, ControllerError):
-        kind = "temporary" if isinstance(found, TemporaryError) else "permanent"
+        kind = error_kind(found)
         rt.summary.error("idle", kind)
         rt.log.error(
             "idle.metrics-unavailable",

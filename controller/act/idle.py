@@ -6,8 +6,8 @@ stopped. Reclaiming picks the least destructive way for the owner (see `decide.w
 and is done only on an explicit allow from `fleetplane/decisions/reclaim` for every pod of the
 workload, and only on the owner those pods name (its uid) with no more replicas wanted than pods
 were judged: an owner created again under the same name, or scaled up since the snapshot, would
-be stopped with pods nobody judged. Volcano Jobs have no suspend field: the controller creates a `bus.volcano.sh/v1alpha1`
-Command with action `AbortJob` (Volcano kills the pods and keeps the Job, which can be resumed
+be stopped with pods nobody judged. Volcano Jobs have no suspend field: the controller creates a
+`bus.volcano.sh/v1alpha1` Command with action `AbortJob` (Volcano kills the pods and keeps the Job, which can be resumed
 with a `ResumeJob` Command); the Command's name is derived from the warning time, so a repeated
 pass finds it already there instead of aborting twice.
 """
@@ -28,7 +28,6 @@ from controller.errors import (
     ControllerError,
     InjectedFault,
     NotFoundError,
-    TemporaryError,
 )
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
@@ -236,6 +235,18 @@ def _judged_owner_uids(item: ReclaimPlan, name: str) -> set[str]:
     }
 
 
+def _not_judged(kind: str, name: Any, obj: dict[str, Any], expected: set[str]) -> str | None:
+    """Why `obj` is not the owner whose pods were judged (its uid is none of `expected`: it was
+    deleted and created again under the same name); None when it is."""
+    uid = _uid_of(obj)
+    if uid in expected:
+        return None
+    return (
+        f"{kind} {name} has uid {uid}, the pods judged belong to "
+        f"{', '.join(sorted(expected))}: created again since"
+    )
+
+
 def _changed(rt: Runtime, target: Target, reason: str) -> None:
     """The owner is no longer the one judged: no write, logged and counted."""
     rt.log.info("idle.reclaim.changed", target=target.key, reason=reason, action="none")
@@ -254,11 +265,8 @@ def _resolve_scalable(
         except NotFoundError:
             return None
         judged = _judged_owner_uids(item, target.via)
-        if _uid_of(rs) not in judged:
-            return (
-                f"ReplicaSet {target.via} has uid {_uid_of(rs)}, the pods judged name "
-                f"{', '.join(sorted(judged))}: created again since"
-            )
+        if (why := _not_judged("ReplicaSet", target.via, rs, judged)) is not None:
+            return why
         owner = next(
             (
                 ref
@@ -304,11 +312,8 @@ def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> 
         # Still the object whose pods were judged, with no more replicas than were judged?
         # Another one under the same name, or replicas added since the snapshot, would be
         # stopped without evidence.
-        if (uid := _uid_of(subject)) not in expected:
-            refused.append(
-                f"{kind} {metadata.get('name')} has uid {uid}, the pods judged belong to "
-                f"{', '.join(sorted(expected))}: created again since"
-            )
+        if (other := _not_judged(kind, metadata.get("name"), subject, expected)) is not None:
+            refused.append(other)
             return None
         spec = subject.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
@@ -355,11 +360,8 @@ def _suspend_job(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> Ob
 
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         subject = current or job
-        if (uid := _uid_of(subject)) not in expected:  # another Job under the same name
-            refused.append(
-                f"Job {target.name} has uid {uid}, the pods judged belong to "
-                f"{', '.join(sorted(expected))}: created again since"
-            )
+        if (other := _not_judged("Job", target.name, subject, expected)) is not None:
+            refused.append(other)
             return None
         if (subject.get("spec") or {}).get("suspend") is True:
             return None
@@ -390,13 +392,8 @@ def _abort_volcano_job(
         return None
     uid = job["metadata"].get("uid", "")
     expected = _judged_owner_uids(item, target.name)
-    if uid not in expected:  # another Job under the same name: its pods were not judged
-        _changed(
-            rt,
-            target,
-            f"Volcano Job {target.name} has uid {uid}, the pods judged belong to "
-            f"{', '.join(sorted(expected))}: created again since",
-        )
+    if (other := _not_judged("Volcano Job", target.name, job, expected)) is not None:
+        _changed(rt, target, other)
         return None
     warned = min(int(j.warned_at or rt.now) for j in item.pods)
     name = f"{target.name[:40]}-idle-{warned}"
@@ -422,17 +419,16 @@ def _abort_volcano_job(
     except ConflictError:
         rt.log.info("idle.reclaim.already", target=target.key, command=name)
         return None
-    try:
-        patch_fresh(rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}})
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        # The abort is done (Volcano acts on the Command): the IdleReclaimed Event must still be
-        # written, so the failure of the record on the Job is logged and counted, not raised.
-        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
-        rt.log.error("idle.reclaim.record.failed", target=target.key, error=str(error), kind=kind)
-        rt.summary.action(CONCERN, "record", "failed")
-        rt.summary.error(CONCERN, kind)
+    # The abort is done (Volcano acts on the Command): the IdleReclaimed Event must still be
+    # written, so a failure of the record on the Job is logged and counted, not raised.
+    rt.guarded(
+        CONCERN,
+        "record",
+        target.key,
+        lambda: patch_fresh(
+            rt.kube, path, None, lambda _: {"metadata": {"annotations": _record(why, rt)}}
+        ),
+    )
     return ObjectRef(
         api_version=VOLCANO_JOB_API,
         kind="Job",

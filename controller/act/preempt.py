@@ -28,16 +28,18 @@ from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.preempt import (
+    AnswerKey,
     Candidate,
     NodeOption,
     Preemption,
     PreemptPlan,
     Quota,
+    asked_usages,
     opa_input,
+    release,
     select_victims,
-    take,
 )
-from controller.decide.workloads import families, team_usage
+from controller.decide.workloads import team_usage
 from controller.errors import (
     ConflictError,
     ControllerError,
@@ -77,7 +79,7 @@ def act_on_preemption(
         )
 
 
-Answers = dict[tuple[str, tuple[tuple[str, int], ...]], Any]
+Answers = dict[AnswerKey, Any]
 """OPA's answers by (victim uid, the victim team's usage it was asked with)."""
 
 
@@ -134,13 +136,7 @@ def _on_node(
             return None
         denied = False
         decisions: dict[str, Any] = {}
-        taken: dict[str, dict[str, int]] = {}
-        for victim in victims:
-            # The team's usage once the victims before this one are gone: asking about each
-            # victim with the unreduced usage would let all of them pass together.
-            held = quota.held_after(victim.team or "", taken)
-            take(taken, victim)
-            key = (victim.pod.uid, tuple(sorted(held.items())))
+        for victim, held, key in asked_usages(victims, quota):
             decision = answers.get(key)
             if decision is None:
                 decision = rt.opa.decide(
@@ -174,10 +170,7 @@ def _on_node(
         for victim in victims:
             if _evict(rt, preemption, option, victim, decisions.get(victim.pod.uid)):
                 evicted.append(victim)
-                if victim.team:
-                    held = usage.setdefault(victim.team, {})
-                    for fam, n in families(victim.pod).items():
-                        held[fam] = held.get(fam, 0) - n
+                release(usage, victim)
             else:
                 excluded.add(victim.pod.uid)
                 break

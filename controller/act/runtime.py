@@ -11,7 +11,7 @@ from typing import Any, TextIO, TypeVar
 from controller.act.events import EventRecorder
 from controller.act.opa import Opa
 from controller.config import FleetView, Settings
-from controller.errors import ControllerError, InjectedFault, TemporaryError
+from controller.errors import ControllerError, InjectedFault, error_kind
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.model import Namespace
@@ -50,7 +50,7 @@ class Runtime:
         except InjectedFault:
             raise
         except ControllerError as error:
-            kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+            kind = error_kind(error)
             self.log.error(f"{concern}.{action}.failed", target=target, error=str(error), kind=kind)
             self.summary.action(concern, action, "failed")
             self.summary.error(concern, kind)

@@ -3,9 +3,10 @@
 
 Order per pass: (1) write every team's accumulator (one annotation update each; a conflict
 re-reads the namespace and folds again from the fresh accumulator), (2) publish all teams to OPA
-in one document (to every ready replica of the in-cluster OPA Service, when there is one), (3) record an Event on the team namespace for each threshold crossed this
-month. The threshold is remembered in the accumulator written in (1) before its Event is
-recorded, so an Event is never repeated within a month.
+in one document (to every ready replica of the in-cluster OPA Service, when there is one), (3)
+record an Event on the team namespace for each threshold crossed this month. The threshold is
+remembered in the accumulator written in (1) before its Event is recorded, so an Event is
+never repeated within a month.
 """
 
 from __future__ import annotations

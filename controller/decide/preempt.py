@@ -210,13 +210,41 @@ class Quota:
         )
 
 
-def take(taken: dict[str, dict[str, int]], candidate: Candidate) -> None:
-    """Count the candidate's devices (per family) as taken from its team."""
+def _count(ledger: dict[str, dict[str, int]], candidate: Candidate, sign: int) -> None:
     if candidate.team is None:
         return
-    held = taken.setdefault(candidate.team, {})
+    held = ledger.setdefault(candidate.team, {})
     for fam, n in families(candidate.pod).items():
-        held[fam] = held.get(fam, 0) + n
+        held[fam] = held.get(fam, 0) + sign * n
+
+
+def take(taken: dict[str, dict[str, int]], candidate: Candidate) -> None:
+    """Count the candidate's devices (per family) as taken from its team."""
+    _count(taken, candidate, 1)
+
+
+def release(usage: dict[str, dict[str, int]], candidate: Candidate) -> None:
+    """Count the devices of an evicted candidate (per family) as no longer held by its team."""
+    _count(usage, candidate, -1)
+
+
+AnswerKey = tuple[str, tuple[tuple[str, int], ...]]
+"""An OPA answer about a victim, kept by (its uid, the usage of its team it was asked with)."""
+
+
+def asked_usages(
+    victims: list[Candidate], quota: Quota
+) -> list[tuple[Candidate, dict[str, int], AnswerKey]]:
+    """Each victim of a selection with what OPA is asked about it: its team's usage once the
+    victims before it are gone (asking each with the unreduced usage would let all of them
+    pass together), and the key an answer to that question is kept under."""
+    taken: dict[str, dict[str, int]] = {}
+    out: list[tuple[Candidate, dict[str, int], AnswerKey]] = []
+    for victim in victims:
+        held = quota.held_after(victim.team or "", taken)
+        take(taken, victim)
+        out.append((victim, held, (victim.pod.uid, tuple(sorted(held.items())))))
+    return out
 
 
 def select_victims(

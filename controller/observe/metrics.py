@@ -116,7 +116,7 @@ class Prometheus:
             raise TemporaryError(f"prometheus {self.url}: {error}") from error
         if response.status_code >= 500 or response.status_code == 429:
             raise TemporaryError(f"prometheus {self.url}: HTTP {response.status_code}")
-        where = f"prometheus {self.url}: query {promql[:300]!r}"
+        where = self._where(promql)
         try:
             body = orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
@@ -155,10 +155,13 @@ class Prometheus:
                 values[key] = float(sample[1])
             except (TypeError, ValueError) as error:
                 raise PermanentError(
-                    f"prometheus {self.url}: query {promql[:300]!r}: malformed series "
-                    f"{str(series)[:200]}: {error}"
+                    f"{self._where(promql)}: malformed series {str(series)[:200]}: {error}"
                 ) from error
         return values
+
+    def _where(self, promql: str) -> str:
+        """The server and query, as errors about its answer name them."""
+        return f"prometheus {self.url}: query {promql[:300]!r}"
 
     def peaks(self, window_seconds: int, at: float) -> dict[GpuKey, float]:
         """Step 1: every GPU series' peak utilisation (percent) during [at - window, at]."""

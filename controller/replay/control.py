@@ -33,16 +33,18 @@ from components import labels as keys
 from controller.act.opa import Decision
 from controller.decide.idle import EvidenceRules, IdlePlan, plan_idle
 from controller.decide.preempt import (
+    AnswerKey,
     NodeOption,
     Preemption,
     Quota,
+    asked_usages,
     opa_input,
     plan_preemption,
-    take,
+    release,
 )
 from controller.decide.preempt import select_victims as choose_victims
 from controller.decide.spend import Accumulator, plan_spend
-from controller.decide.workloads import families, team_usage
+from controller.decide.workloads import team_usage
 from controller.observe.metrics import GpuSeries, PodEvidence
 from controller.observe.model import Namespace, Node, Pod
 
@@ -258,7 +260,7 @@ class Controller:
         usage = team_usage(pods, self.fleet, freeing=freed)
         by_uid = {job.uid: job for job in r.running.values()}
         for preemption in plan.preemptions:
-            answers: dict[tuple[str, tuple[tuple[str, int], ...]], Decision] = {}
+            answers: dict[AnswerKey, Decision] = {}
             for option in preemption.options:
                 outcome = self._on_node(preemption, option, usage, answers, by_uid, at, now)
                 if outcome is not None:
@@ -269,7 +271,7 @@ class Controller:
         preemption: Preemption,
         option: NodeOption,
         usage: dict[str, dict[str, int]],
-        answers: dict[tuple[str, tuple[tuple[str, int], ...]], Decision],
+        answers: dict[AnswerKey, Decision],
         by_uid: dict[str, Job],
         at: float,
         now: float,
@@ -298,24 +300,16 @@ class Controller:
                 return False if evicted else None
             # As `act.preempt._on_node`: each victim is judged with its team's usage reduced by
             # the victims before it; an answer is reused only for the same usage.
-            taken: dict[str, dict[str, int]] = {}
-            keys: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-            ask: list[tuple[Any, dict[str, int]]] = []
-            for v in victims:
-                held = quota.held_after(v.team or "", taken)
-                take(taken, v)
-                key = (v.pod.uid, tuple(sorted(held.items())))
-                keys.append(key)
-                if key not in answers:
-                    ask.append((v, held))
+            asked = asked_usages(victims, quota)
+            ask = [(v, held, key) for v, held, key in asked if key not in answers]
             if ask:
                 decided = r.policy.evaluate(
-                    preempt=[opa_input(preemption, v, self.fleet, held, now) for v, held in ask]
+                    preempt=[opa_input(preemption, v, self.fleet, held, now) for v, held, _ in ask]
                 ).preempt
-                for (v, held), d in zip(ask, decided, strict=True):
-                    answers[(v.pod.uid, tuple(sorted(held.items())))] = d
+                for (_, _, key), d in zip(ask, decided, strict=True):
+                    answers[key] = d
             denied = False
-            for victim, key in zip(victims, keys, strict=True):
+            for victim, _, key in asked:
                 if not answers[key].allow:
                     excluded.add(victim.pod.uid)
                     denied = True
@@ -332,7 +326,4 @@ class Controller:
                     # As `act.preempt._evict`: a victim that is gone has freed its devices.
                     r.counters.victims_already_gone += 1
                 evicted.append(victim)
-                if victim.team:
-                    held = usage.setdefault(victim.team, {})
-                    for fam, n in families(victim.pod).items():
-                        held[fam] = held.get(fam, 0) - n
+                release(usage, victim)

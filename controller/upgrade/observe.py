@@ -220,9 +220,7 @@ def checkpoint_problem(pod: PodView, now: float) -> str | None:
 def checkpoint_at(pod: PodView, now: float) -> float | None:
     """When the pod last checkpointed, if its annotation is trustworthy at `now`; a malformed
     or future one counts as no checkpoint at all."""
-    if pod.checkpoint_text is None or checkpoint_problem(pod, now) is not None:
-        return None
-    return pod.last_checkpoint
+    return None if checkpoint_problem(pod, now) is not None else pod.last_checkpoint
 
 
 @dataclass(kw_only=True)

@@ -27,6 +27,7 @@ from controller.errors import (
     NotFoundError,
     PermanentError,
     TemporaryError,
+    error_kind,
 )
 from controller.lease import Lease, held
 from controller.log import Log
@@ -121,7 +122,7 @@ def run_upgrade_pass(
     except InjectedFault:
         raise
     except ControllerError as error:
-        kind = "temporary" if isinstance(error, TemporaryError) else "permanent"
+        kind = error_kind(error)
         summary.error(CONCERN, kind)
         result.error = str(error)
         log.error("upgrade.pass.failed", error=str(error), kind=kind)
