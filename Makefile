@@ -3,16 +3,19 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+FLEETPLANE := $(VENV)/bin/fleetplane
 
 .PHONY: help up down status venv tools lint test test-fast policy-check clean
 
 help:
 	@echo "make up         the main job: local GPU/TPU fleet, real pulumi up of the local stack,"
-	@echo "                one controller pass, fleet summary"
+	@echo "                one controller pass, fleet summary (fleetplane up)"
 	@echo "make down       pulumi destroy, then stop OPA, Prometheus and the local cluster"
+	@echo "make status     the running local fleet (fleetplane status)"
 	@echo "make test       lint, policy checks and the whole test suite against real parts"
+	@echo "make test-fast  the tests that need no server (no integration or e2e marker)"
 	@echo "make tools      obtain the pinned upstream tools into tools/bin"
-	@echo "make venv       create .venv with the project and its test dependencies"
+	@echo "make venv       create .venv with fleetplane (editable) and its development extras"
 
 venv: $(VENV)/.installed
 
@@ -26,24 +29,28 @@ tools:
 	$(PYTHON) -m tools.bootstrap
 
 up: venv tools
-	$(PY) -m tools.localstack up
+	$(FLEETPLANE) up
 
 down: venv
-	$(PY) -m tools.localstack down
+	$(FLEETPLANE) down
 
 status: venv
-	$(PY) -m tools.localstack status
+	$(FLEETPLANE) status
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(wildcard components controller tools stacks bench)
+	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet tools stacks bench)
+	$(VENV)/bin/lint-imports
 
-policy-check: tools
-	$(PY) -m tools.policycheck
+policy-check: venv tools
+	$(FLEETPLANE) policy test
 
 test: venv tools lint policy-check
 	$(PY) -m pytest
+
+test-fast: venv
+	$(PY) -m pytest -m "not integration and not e2e"
 
 clean:
 	rm -rf $(VENV) tools/bin .fleet

@@ -4,7 +4,7 @@
         [--cluster-dir DIR] [--passes N] [--threads N] [--dry-run] [--profile DIR] [--pause-kwok]
 
 Starts a local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok;
-`tools.localcluster`), a real OPA with the project's policies and a real Prometheus, then for
+`localfleet.controlplane`), a real OPA with the project's policies and a real Prometheus, then for
 each fleet size (growing the same cluster):
 
 1. creates the fake 8-GPU H100 nodes (kwok keeps them Ready) and ~10 pods per node that are
@@ -15,7 +15,7 @@ each fleet size (growing the same cluster):
 2. backfills Prometheus with DCGM series (utilisation and framebuffer, one sample a minute over
    the idle window) for every GPU pod: most are busy, a small fraction is idle, and of those
    half already carry an expired idle warning, so the pass warns some and reclaims others;
-3. times `python -m controller reconcile` in a child process (observe, decide, act: idle
+3. times `fleetplane controller reconcile` in a child process (observe, decide, act: idle
    warnings and reclaims through OPA, spend for ten teams published to OPA, preemption
    planning) and prints its wall time, the pass duration and phases it reports, its peak
    memory (VmHWM) and the number of Kubernetes API requests it made, with the load average.
@@ -121,15 +121,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from controller.errors import ConflictError, TemporaryError
+from controller.observe.kube import KubeClient
+from fleet import labels as keys
+from localfleet.controlplane import LocalCluster
+from localfleet.fakenodes import FakePool, fake_nodes
+from localfleet.servers import OpaServer, PrometheusServer, Sample, cpu_seconds
 
-from components import labels as keys  # noqa: E402
-from components.localfleet import FakePool, fake_nodes  # noqa: E402
-from controller.errors import ConflictError, TemporaryError  # noqa: E402
-from controller.observe.kube import KubeClient  # noqa: E402
-from tools.localcluster import LocalCluster  # noqa: E402
-from tools.servers import OpaServer, PrometheusServer, Sample, cpu_seconds  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TEAMS = [f"team-{i}" for i in range(10)]
 WINDOW, GRACE, SCRAPE = 600, 300, 60
@@ -143,8 +142,9 @@ def log(message: str) -> None:
 
 
 def config_document() -> dict[str, Any]:
-    from components.config import load_stack_config
-    from components.render import render_opa_data, stack_file
+    from fleet.config import load_stack_config
+    from fleet.project import stack_file
+    from fleet.render import render_opa_data
 
     document = render_opa_data(load_stack_config(stack_file("local")))
     document["namespaces"] = {ns: ns for ns in TEAMS}
@@ -455,6 +455,7 @@ def timed_pass(
             sys.executable,
             *profiler,
             "-m",
+            "fleetplane",
             "controller",
             "reconcile",
             "--config",
@@ -604,7 +605,7 @@ def main() -> int:
         type=Path,
         help="keep the cluster, OPA data and Prometheus TSDBs here and reuse them on the next "
         "run (only missing objects are created); stop it with "
-        "`python -m tools.localcluster --dir DIR down`",
+        "`fleetplane cluster --dir DIR down`",
     )
     parser.add_argument(
         "--passes", type=int, default=1, help="passes per size (the first is reported)"
@@ -728,7 +729,7 @@ def main() -> int:
         if args.cluster_dir is not None:
             log(
                 f"cluster left running: KUBECONFIG={cluster.kubeconfig}; stop it with "
-                f"`python -m tools.localcluster --dir {cluster.data_dir} down`"
+                f"`fleetplane cluster --dir {cluster.data_dir} down`"
             )
         else:
             cluster.stop()

@@ -5,9 +5,9 @@
 Starts `opa run --server` on loopback with the project's policies (tests excluded) and the
 fixture configuration, then POSTs realistic AdmissionReviews to `/` the way the API server's
 webhook client does, each connection keep-alive: the review corpus
-(tests/policies/fixtures/reviews/: every rule, allowed and denied, for Pods, Deployments,
+(policyreview/corpus/reviews/: every rule, allowed and denied, for Pods, Deployments,
 StatefulSets, Jobs, CronJobs and Volcano Jobs) and requests generated from the Alibaba GPU
-trace by tools.policydiff (production-shaped pods, mostly allowed; `--trace none` to skip).
+trace by policyreview.diff (production-shaped pods, mostly allowed; `--trace none` to skip).
 About a quarter of this corpus is denied or warned about, far more than a real fleet sends.
 
 Three phases, each after a warm-up:
@@ -31,7 +31,7 @@ Three phases, each after a warm-up:
 The client is a few raw sockets with the requests prepared up front; on a 2-core machine
 every client cycle is taken from OPA, so the open loop prints the CPU per decision of both
 (the client's is about 100 us there). OPA runs with the Go GC settings and `opa run` flags
-the components give it (`OPA_GC_ENV`, `OPA_RUN_FLAGS` in components/manifests.py);
+the components give it (`OPA_GC_ENV`, `OPA_RUN_FLAGS` in fleet/opa.py);
 `--gogc`/`--gomemlimit` change the former. Figures only: nothing here asserts timing.
 """
 
@@ -51,20 +51,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
+from localfleet.controlplane import free_port
+from localfleet.servers import cpu_seconds
+from policyreview.diff import DEFAULT_CORPUS, DEFAULT_DATA, DEFAULT_TRACE, generate_from_trace
+from replay.opa import KeepAliveConnection
 
-from components.manifests import OPA_GC_ENV, OPA_RUN_FLAGS  # noqa: E402
-from controller.replay.opa import KeepAliveConnection  # noqa: E402
-from tools.localcluster import free_port  # noqa: E402
-from tools.policydiff import DEFAULT_TRACE, generate_from_trace  # noqa: E402
-from tools.servers import cpu_seconds  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_OPA = ROOT / "tools" / "bin" / "opa"
 DEFAULT_POLICIES = ROOT / "policies"
-DEFAULT_CONFIG = ROOT / "tests" / "policies" / "fixtures" / "config.json"
-DEFAULT_CORPUS = ROOT / "tests" / "policies" / "fixtures" / "reviews"
+DEFAULT_CONFIG = DEFAULT_DATA
+
 TARGET_P99_MS = 2.0
 TARGET_RATE = 2000.0
 

@@ -1,5 +1,5 @@
 """Compare the figures of two replays (figures.json from `--out`, or the `--json` output of
-bench/replay.py), ignoring only how fast they ran: a speed change must leave every figure
+bench/replay_default_trace.py), ignoring only how fast they ran: a speed change must leave every figure
 as it was for the same trace, scenarios and seed.
 
     python bench/replay_compare.py BEFORE.json AFTER.json

@@ -27,7 +27,6 @@ import statistics
 import time
 from typing import Any
 
-from components import labels as keys
 from controller.upgrade import states
 from controller.upgrade.consumers import Role
 from controller.upgrade.limits import DAYS, Window, resolve_max_unavailable
@@ -45,6 +44,7 @@ from controller.upgrade.plan import (
 from controller.upgrade.settings import PoolTarget, UpgradeSettings
 from controller.upgrade.states import Detail
 from controller.upgrade.validator import termination_message
+from fleet import labels as keys
 
 OLD, NEW = "550.54.15", "570.124.06"
 POOL = "bench"

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
-from components.config import FleetConfig
-from components.kube import declare_all
-from components.manifests import controller_manifests
-from components.render import cron_schedule
+from components.kube import Manifest, common_labels, declare_all, meta
+from fleet.config import FleetConfig
+from fleet.render import (
+    CONFIG_ENV,
+    CONFIG_FILE,
+    CONFIG_MOUNT,
+    OPA_CA_MOUNT,
+    cron_schedule,
+    render_opa_data,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +31,7 @@ class ControllerJobArgs:
 
 
 class ControllerJob(pulumi.ComponentResource):
-    """`python -m controller reconcile` every `controller.period_seconds`, never two at once
+    """`fleetplane controller reconcile` every `controller.period_seconds`, never two at once
     (`concurrencyPolicy: Forbid`), reading the rendered configuration from a ConfigMap."""
 
     resources: list[pulumi.CustomResource]
@@ -44,3 +52,254 @@ class ControllerJob(pulumi.ComponentResource):
                 "image": fleet.controller.image,
             }
         )
+
+
+CONTROLLER_NAME = "fleetplane-controller"
+
+
+def controller_cluster_rules() -> list[dict[str, Any]]:
+    """Everything the controller does cluster-wide, and nothing more (no Secrets, no `*`)."""
+    read = ["get", "list", "watch"]
+    return [
+        # observe nodes; cordon and label them during driver upgrades
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": [*read, "patch"]},
+        # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods, driver pods
+        # and finished validator pods. Creating pods is granted only in the validator's namespace
+        # (controller_namespace_rules): cluster-wide it would let the controller start a pod
+        # under any ServiceAccount in any namespace.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*read, "patch", "delete"]},
+        # team namespaces: spend accumulator and budget-warning annotations, Events on them
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*read, "patch"]},
+        # PodDisruptionBudgets decide which victims and drains can go ahead
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
+        # drain through the eviction API so PodDisruptionBudgets are honoured
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        # Events are only ever created, and only as core/v1 (controller/act/events.py)
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": read},
+        {
+            "apiGroups": ["scheduling.volcano.sh"],
+            "resources": ["podgroups", "queues"],
+            "verbs": read,
+        },
+        # stop Volcano jobs (Volcano has no suspend field: an AbortJob Command) and annotate
+        # them; every write is a merge patch, never a PUT, so no `update`
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": [*read, "patch"]},
+        {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]},
+        # find a pod's owner; a reclaimed notebook's Deployment or StatefulSet, or a bare
+        # ReplicaSet (no Deployment owns it), is scaled to zero by patching spec.replicas
+        # together with the annotation recording why (controller/act/idle.py `_scale_to_zero`)
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "statefulsets", "replicasets"],
+            "verbs": [*read, "patch"],
+        },
+        # suspend Jobs (a merge patch of spec.suspend)
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*read, "patch"]},
+    ]
+
+
+def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
+    """What the controller does in its own namespace: its lease, the driver-upgrade validator
+    pods, and finding OPA's replicas to push spend to each of them.
+
+    The validator runs in `upgrade.validator_namespace`, which the rendered document leaves to
+    its default, the controller's namespace (`controller.namespace`; controller/upgrade/
+    settings.py): `FleetConfig.upgrade` has no such field. So this Role, in the controller's
+    namespace, is where creating pods is granted, and nowhere else."""
+    rules: list[dict[str, Any]] = [
+        # `create` cannot be limited by name; reading and renewing are limited to our lease
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            # one Lease for reconcile passes, one for driver-upgrade passes; renewed and
+            # released with merge patches only (controller/lease.py), so no `update`
+            "resourceNames": [
+                config.controller.lease_name,
+                f"{config.controller.lease_name}-upgrade",
+            ],
+            "verbs": ["get", "patch"],
+        },
+        # the driver-upgrade validator pod (controller/upgrade/act.py `CreateValidator`); it is
+        # read, listed and deleted through the ClusterRole
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+    ]
+    if config.opa.deploy:
+        rules.append(
+            {
+                "apiGroups": ["discovery.k8s.io"],
+                "resources": ["endpointslices"],
+                "verbs": ["get", "list"],
+            }
+        )
+    return rules
+
+
+def controller_manifests(config: FleetConfig) -> list[Manifest]:
+    """ServiceAccount, least-privilege RBAC, the rendered configuration and the CronJobs
+    (reconcile passes, and driver-upgrade passes)."""
+    ns = config.system_namespace
+    component = "controller"
+    selector = {"app.kubernetes.io/name": CONTROLLER_NAME}
+    rendered = render_opa_data(config)
+    subject = [{"kind": "ServiceAccount", "name": CONTROLLER_NAME, "namespace": ns}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": f"{CONTROLLER_NAME}-config"}}
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
+    if config.opa.deploy:
+        volumes.append(
+            {"name": "opa-ca", "configMap": {"name": f"{config.opa.name}-ca", "optional": True}}
+        )
+        mounts.append({"name": "opa-ca", "mountPath": OPA_CA_MOUNT, "readOnly": True})
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta(CONTROLLER_NAME, ns, component=component),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": meta(CONTROLLER_NAME, component=component),
+            "rules": controller_cluster_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta(CONTROLLER_NAME, component=component),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": CONTROLLER_NAME,
+            },
+            "subjects": subject,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta(CONTROLLER_NAME, ns, component=component),
+            "rules": controller_namespace_rules(config),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(CONTROLLER_NAME, ns, component=component),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": CONTROLLER_NAME,
+            },
+            "subjects": subject,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(f"{CONTROLLER_NAME}-config", ns, component=component),
+            "data": {CONFIG_FILE: json.dumps(rendered, indent=2)},
+        },
+        _controller_cronjob(
+            config,
+            name=CONTROLLER_NAME,
+            command=["reconcile"],
+            schedule=rendered["controller"]["schedule"],
+            selector=selector,
+            volumes=volumes,
+            mounts=mounts,
+        ),
+        # Driver upgrades run as their own passes under their own Lease, at the same period.
+        _controller_cronjob(
+            config,
+            name=f"{CONTROLLER_NAME}-upgrade",
+            command=["upgrade", "run"],
+            schedule=rendered["controller"]["schedule"],
+            selector=selector,
+            volumes=volumes,
+            mounts=mounts,
+        ),
+    ]
+
+
+def _controller_cronjob(
+    config: FleetConfig,
+    *,
+    name: str,
+    command: list[str],
+    schedule: str,
+    selector: dict[str, str],
+    volumes: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> Manifest:
+    """A controller CronJob: one pass per run, never two at once."""
+    ns = config.system_namespace
+    settings = config.controller
+    component = "controller"
+    period = settings.period_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": meta(name, ns, component=component, extra_labels=selector),
+        "spec": {
+            "schedule": schedule,
+            "suspend": settings.suspend,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": period,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": period,
+                    "ttlSecondsAfterFinished": 3600,
+                    "template": {
+                        "metadata": {"labels": {**common_labels(component), **selector}},
+                        "spec": {
+                            "serviceAccountName": CONTROLLER_NAME,
+                            "restartPolicy": "Never",
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                            "containers": [
+                                {
+                                    "name": "controller",
+                                    "image": settings.image,
+                                    "command": ["fleetplane", "controller", *command],
+                                    "env": [
+                                        {
+                                            "name": CONFIG_ENV,
+                                            "value": f"{CONFIG_MOUNT}/{CONFIG_FILE}",
+                                        },
+                                        {
+                                            "name": "POD_NAMESPACE",
+                                            "valueFrom": {
+                                                "fieldRef": {"fieldPath": "metadata.namespace"}
+                                            },
+                                        },
+                                    ],
+                                    "resources": {
+                                        "requests": {"cpu": "100m", "memory": "256Mi"},
+                                        "limits": {"memory": "1Gi"},
+                                    },
+                                    "securityContext": {
+                                        "allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]},
+                                    },
+                                    "volumeMounts": mounts,
+                                }
+                            ],
+                            "volumes": volumes,
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything
+# ---------------------------------------------------------------------------------------------

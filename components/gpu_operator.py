@@ -9,9 +9,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import labels
-from components.config import ClusterConfig, FleetConfig
-from components.nodes import device_plugin_config_name, uses_native_gke_gpu_features
+from fleet import labels
+from fleet.config import ClusterConfig, FleetConfig
+from fleet.nodes import device_plugin_config_name, uses_native_gke_gpu_features
 
 DEVICE_PLUGIN_CONFIG = "fleetplane-device-plugin"
 """ConfigMap the chart creates with one device-plugin configuration per sharing pool."""

@@ -1,4 +1,5 @@
-"""Declare a plain Kubernetes manifest as the matching typed pulumi_kubernetes resource."""
+"""Plain Kubernetes manifests (the metadata every object of the platform carries) and how a
+component declares one as the matching typed pulumi_kubernetes resource."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+
+from fleet import labels
 
 _TYPED_KINDS = {
     ("v1", "Namespace"): lambda: k8s.core.v1.Namespace,
@@ -87,3 +90,41 @@ def declare_all(
             known[manifest["metadata"]["name"]] = resource
         declared.append(resource)
     return declared
+
+
+Manifest = dict[str, Any]
+
+
+def common_labels(component: str) -> dict[str, str]:
+    return {
+        labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
+        "app.kubernetes.io/part-of": "fleetplane",
+        "app.kubernetes.io/component": component,
+    }
+
+
+def meta(
+    name: str,
+    namespace: str | None = None,
+    *,
+    component: str,
+    extra_labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = {**common_labels(component), **(extra_labels or {})}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def resource_slug(resource: str) -> str:
+    """`nvidia.com/gpu` -> `nvidia-com-gpu`, for object names."""
+    return re.sub(r"[^a-z0-9]+", "-", resource.lower()).strip("-")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster-wide
+# ---------------------------------------------------------------------------------------------

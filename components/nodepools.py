@@ -11,8 +11,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
-from components.config import ClusterConfig, FleetConfig, PoolConfig
-from components.nodes import declared_labels, node_taints, uses_native_gke_gpu_features
+from fleet.config import ClusterConfig, FleetConfig, PoolConfig
+from fleet.nodes import declared_labels, node_taints, uses_native_gke_gpu_features
 
 GKE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 _GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")  # us-central1-a; a region has no suffix
@@ -90,7 +90,7 @@ class GpuNodePool(pulumi.ComponentResource):
     guest accelerators; with driver_manager cloud, GKE installs the driver and provides
     time-sharing/MPS and MIG partitions natively, otherwise GKE's driver installation is off
     and the GPU Operator does it all. local: no cloud resource; the local control plane
-    creates the fake nodes (`components.nodes.local_fake_pools`) and the pool is recorded
+    creates the fake nodes (`localfleet.fakenodes.local_fake_pools`) and the pool is recorded
     in the outputs.
     """
 

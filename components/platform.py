@@ -10,22 +10,44 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config import ClusterConfig, FleetConfig
-from components.controller_job import ControllerJob, ControllerJobArgs
+from components.controller_job import ControllerJob, ControllerJobArgs, controller_manifests
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.kube import declare
-from components.manifests import POLICIES_DIR, REPO_ROOT, system_namespace
+from components.kube import Manifest, declare
 from components.nodepools import GpuNodePool, NodePoolArgs, TpuNodePool, node_pool_for
-from components.policy_gate import PolicyGate, PolicyGateArgs
-from components.tenancy import TeamTenancy, TeamTenancyArgs, WorkloadClasses, WorkloadClassesArgs
-from components.volcano import Volcano, VolcanoArgs
+from components.policy_gate import (
+    PolicyGate,
+    PolicyGateArgs,
+    opa_tls_dns_names,
+    policy_gate_manifests,
+    read_policies,
+)
+from components.tenancy import (
+    TeamTenancy,
+    TeamTenancyArgs,
+    WorkloadClasses,
+    WorkloadClassesArgs,
+    priority_classes,
+    system_namespace,
+    team_manifests,
+)
+from components.tls import TlsMaterial, generate_tls_bundle
+from components.volcano import Volcano, VolcanoArgs, volcano_crds, volcano_queues
+from fleet.config import ClusterConfig, FleetConfig
+from fleet.project import find_project
+from fleet.project import policies_dir as project_policies
+
+
+def project_root() -> Path:
+    """The project `pulumi` runs the program in (it starts it in the project's directory)."""
+    return find_project() or Path.cwd()
+
 
 LOCAL_KUBECONFIG = ".fleet/local/kubeconfig"
 """Kubeconfig of a local cluster when neither the cluster nor the stack names one."""
 
 
 def cluster_kubeconfig(
-    cluster: ClusterConfig, stack_kubeconfig: str | None, repo_root: Path = REPO_ROOT
+    cluster: ClusterConfig, stack_kubeconfig: str | None, repo_root: Path | None = None
 ) -> str | None:
     """Absolute kubeconfig path of a cluster: its own setting, else the stack's
     `fleetplane:kubeconfig`, else `.fleet/local/kubeconfig` for local clusters; None leaves
@@ -36,7 +58,7 @@ def cluster_kubeconfig(
     if chosen is None:
         return None
     path = Path(chosen).expanduser()
-    return str(path if path.is_absolute() else repo_root / path)
+    return str(path if path.is_absolute() else (repo_root or project_root()) / path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +69,8 @@ class PlatformArgs:
 
     fleet: FleetConfig
     kubeconfig: str | None = None
-    repo_root: Path = REPO_ROOT
-    policies_dir: Path = POLICIES_DIR
+    repo_root: Path = field(default_factory=project_root)
+    policies_dir: Path = field(default_factory=project_policies)
 
 
 @dataclass
@@ -166,3 +188,32 @@ class Platform(pulumi.ComponentResource):
                 here,
             )
         return parts
+
+
+def render_manifests(
+    config: FleetConfig,
+    *,
+    policies_dir: Path | None = None,
+    tls: TlsMaterial | None = None,
+) -> list[Manifest]:
+    """Every Kubernetes object the components declare in a cluster, in apply order.
+
+    Helm releases are not included (their objects come from the charts); Volcano's CRDs are,
+    for a cluster without charts. When `tls` is not
+    given and the admission gate is declared, throwaway TLS material is generated.
+    """
+    manifests = [system_namespace(config), *priority_classes(config)]
+    for team in config.teams:
+        manifests += team_manifests(config, team)
+    if any(not cluster.helm_charts for cluster in config.clusters):
+        manifests += volcano_crds()
+    manifests += volcano_queues(config)
+    if config.opa.gate:
+        if tls is None:
+            tls = TlsMaterial(
+                **generate_tls_bundle(dns_names=opa_tls_dns_names(config), validity_days=1)
+            )
+        manifests += policy_gate_manifests(config, read_policies(policies_dir), tls)
+    if config.controller.deploy:
+        manifests += controller_manifests(config)
+    return manifests

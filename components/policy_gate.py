@@ -3,20 +3,22 @@ and a validating webhook scoped to team namespaces."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pulumi
 
-from components.config import FleetConfig
-from components.kube import declare_all
-from components.manifests import (
-    POLICIES_DIR,
-    opa_tls_dns_names,
-    policy_gate_manifests,
-    read_policies,
-)
-from components.tls import TlsBundle
+from components.kube import Manifest, common_labels, declare_all, meta
+from components.tls import TlsBundle, TlsMaterial, service_dns_names
+from fleet import labels
+from fleet.config import FleetConfig
+from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
+from fleet.project import policies_dir as project_policies
+from fleet.render import OPA_SERVICE_PORT, render_opa_data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +28,7 @@ class PolicyGateArgs:
     resource, when declared by the caller (objects wait for it)."""
 
     fleet: FleetConfig
-    policies_dir: Path = POLICIES_DIR
+    policies_dir: Path = field(default_factory=project_policies)
     provider: pulumi.ProviderResource | None = None
     namespace: pulumi.Resource | None = None
 
@@ -76,3 +78,305 @@ class PolicyGate(pulumi.ComponentResource):
                 "failure_policy": fleet.opa.failure_policy,
             }
         )
+
+
+OPA_DIAGNOSTIC_PORT = 8282
+CONFIGMAP_LIMIT_BYTES = 900 * 1024
+"""Stay well below the 1 MiB object size limit of etcd."""
+
+
+def read_policies(directory: Path | None = None) -> dict[str, str]:
+    """Rego sources under `directory` (default: the project's policies; tests excluded), by
+    path relative to it."""
+    policies = directory or project_policies()
+    if not policies.is_dir():
+        return {}
+    return {
+        path.relative_to(policies).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(policies.rglob("*.rego"))
+        if not path.name.endswith("_test.rego")
+    }
+
+
+def policy_configmap_key(relative_path: str) -> str:
+    """ConfigMap keys cannot hold `/`: `fleetplane/lib/keys.rego` -> `fleetplane__lib__keys.rego`."""
+    return relative_path.replace("/", "__")
+
+
+def _b64(value: Any) -> Any:
+    encode = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
+    return value.apply(encode) if isinstance(value, pulumi.Output) else encode(value)
+
+
+def opa_tls_dns_names(config: FleetConfig) -> list[str]:
+    """Names in OPA's serving certificate: the in-cluster Service's, or the external URL's host."""
+    if config.opa.external_host is not None:
+        return [config.opa.external_host]
+    return service_dns_names(config.opa.name, config.system_namespace)
+
+
+def webhook_client_config(config: FleetConfig, ca_bundle: Any) -> dict[str, Any]:
+    """Where the API server sends AdmissionReviews: the OPA Service, or the external URL."""
+    opa = config.opa
+    if opa.external_url is not None:
+        url = opa.external_url.rstrip("/") + "/" + opa.webhook_path.lstrip("/")
+        return {"url": url, "caBundle": ca_bundle}
+    return {
+        "service": {
+            "name": opa.name,
+            "namespace": config.system_namespace,
+            "path": opa.webhook_path,
+            "port": OPA_SERVICE_PORT,
+        },
+        "caBundle": ca_bundle,
+    }
+
+
+def webhook_namespace_selector() -> dict[str, Any]:
+    """The webhook sees team namespaces only (those labelled with their team)."""
+    return {"matchExpressions": [{"key": labels.TEAM, "operator": "Exists"}]}
+
+
+def policy_gate_manifests(
+    config: FleetConfig, policies: dict[str, str], tls: TlsMaterial
+) -> list[Manifest]:
+    """OPA Deployment and Service (HTTPS), its policies and data, and the validating webhook.
+
+    With `opa.external_url` (OPA outside the cluster) there is no ServiceAccount, Deployment,
+    Service or PodDisruptionBudget: the policies, data and serving certificate are declared for
+    the OPA that runs elsewhere to load, and the webhook calls that URL."""
+    opa = config.opa
+    ns = config.system_namespace
+    component = "policy-gate"
+    selector = {"app.kubernetes.io/name": opa.name}
+    data_json = json.dumps({"fleetplane": {"config": render_opa_data(config)}}, indent=2)
+    policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
+    size = sum(len(t.encode()) for t in policy_data.values())
+    if size > CONFIGMAP_LIMIT_BYTES:
+        raise ValueError(f"policies are {size} bytes, above the ConfigMap budget")
+    digest = hashlib.sha256(
+        json.dumps([sorted(policy_data.items()), data_json]).encode()
+    ).hexdigest()
+
+    container = {
+        "name": "opa",
+        "image": opa.image,
+        "args": [
+            "run",
+            "--server",
+            f"--addr=0.0.0.0:{opa.port}",
+            f"--diagnostic-addr=0.0.0.0:{OPA_DIAGNOSTIC_PORT}",
+            "--tls-cert-file=/certs/tls.crt",
+            "--tls-private-key-file=/certs/tls.key",
+            "--log-format=json",
+            "--disable-telemetry",
+            *OPA_RUN_FLAGS,
+            # ConfigMap volumes keep each revision in a hidden directory: load only the live one
+            "--ignore=.*",
+            "/policies",
+            "/data",
+        ],
+        "env": [{"name": name, "value": value} for name, value in OPA_GC_ENV.items()],
+        "ports": [
+            {"name": "https", "containerPort": opa.port, "protocol": "TCP"},
+            {"name": "diagnostics", "containerPort": OPA_DIAGNOSTIC_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": "diagnostics"},
+            "periodSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": "diagnostics"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+        },
+        "resources": {
+            # the memory OPA's GC budget (OPA_GC_ENV) may use, reserved
+            "requests": {"cpu": "100m", "memory": "1Gi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "policies", "mountPath": "/policies", "readOnly": True},
+            {"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "certs", "mountPath": "/certs", "readOnly": True},
+        ],
+    }
+    service_account: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(opa.name, ns, component=component),
+        "automountServiceAccountToken": False,
+    }
+    manifests: list[Manifest] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(f"{opa.name}-policies", ns, component=component),
+            "data": policy_data,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(f"{opa.name}-data", ns, component=component),
+            "data": {"config.json": data_json},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(f"{opa.name}-tls", ns, component=component),
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": tls.cert_pem, "tls.key": tls.key_pem, "ca.crt": tls.ca_pem},
+        },
+        {
+            # The CA is public: clients (the controller) mount it without reading Secrets.
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(f"{opa.name}-ca", ns, component=component),
+            "data": {"ca.crt": tls.ca_pem},
+        },
+    ]
+    in_cluster: list[Manifest] = [
+        service_account,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta(opa.name, ns, component=component, extra_labels=selector),
+            "spec": {
+                "replicas": opa.replicas,
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {
+                        "labels": {**common_labels(component), **selector},
+                        "annotations": {"fleetplane.dev/config-sha256": digest},
+                    },
+                    "spec": {
+                        "serviceAccountName": opa.name,
+                        "automountServiceAccountToken": False,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "topologySpreadConstraints": [
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": "kubernetes.io/hostname",
+                                "whenUnsatisfiable": "ScheduleAnyway",
+                                "labelSelector": {"matchLabels": selector},
+                            }
+                        ],
+                        "containers": [container],
+                        "volumes": [
+                            {
+                                "name": "policies",
+                                "configMap": {
+                                    "name": f"{opa.name}-policies",
+                                    "items": [
+                                        {"key": policy_configmap_key(p), "path": p}
+                                        for p in sorted(policies)
+                                    ],
+                                },
+                            },
+                            {
+                                "name": "data",
+                                "configMap": {
+                                    "name": f"{opa.name}-data",
+                                    "items": [{"key": "config.json", "path": "data.json"}],
+                                },
+                            },
+                            {"name": "certs", "secret": {"secretName": f"{opa.name}-tls"}},
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta(opa.name, ns, component=component),
+            "spec": {
+                "selector": selector,
+                "ports": [
+                    {
+                        "name": "https",
+                        "port": OPA_SERVICE_PORT,
+                        "targetPort": "https",
+                        "protocol": "TCP",
+                    }
+                ],
+            },
+        },
+    ]
+    if opa.replicas > 1:
+        in_cluster.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": meta(opa.name, ns, component=component),
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
+            }
+        )
+    if opa.deploy:
+        manifests = [in_cluster[0], *manifests, *in_cluster[1:]]
+    manifests.append(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": meta(opa.name, component=component),
+            "webhooks": [
+                {
+                    "name": "admission.fleetplane.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "timeoutSeconds": opa.webhook_timeout_seconds,
+                    # Fail closed, but only for team namespaces (namespaceSelector): the
+                    # platform's own namespaces never depend on OPA being up.
+                    "failurePolicy": opa.failure_policy,
+                    "matchPolicy": "Equivalent",
+                    "namespaceSelector": webhook_namespace_selector(),
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["pods"],
+                            "scope": "Namespaced",
+                        },
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["jobs", "cronjobs"],
+                            "scope": "Namespaced",
+                        },
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["deployments", "statefulsets"],
+                            "scope": "Namespaced",
+                        },
+                        {
+                            "apiGroups": ["batch.volcano.sh"],
+                            "apiVersions": ["v1alpha1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["jobs"],
+                            "scope": "Namespaced",
+                        },
+                    ],
+                    "clientConfig": webhook_client_config(config, _b64(tls.ca_pem)),
+                }
+            ],
+        }
+    )
+    return manifests
+
+
+# ---------------------------------------------------------------------------------------------
+# Controller
+# ---------------------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.config import FleetConfig, TeamConfig
-from components.kube import declare_all
-from components.manifests import priority_classes, team_manifests
+from components.kube import Manifest, declare_all, meta, resource_slug
+from fleet import labels
+from fleet.config import FleetConfig, TeamConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,3 +64,118 @@ class WorkloadClasses(pulumi.ComponentResource):
         manifests = priority_classes(args.fleet)
         self.resources = declare_all(name, manifests, child)
         self.register_outputs({"priority_classes": [m["metadata"]["name"] for m in manifests]})
+
+
+def system_namespace(config: FleetConfig) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": meta(config.system_namespace, component="system"),
+    }
+
+
+def priority_classes(config: FleetConfig) -> list[Manifest]:
+    """One PriorityClass per class of every workload type (cluster-scoped, shared by teams)."""
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": meta(
+                pc.name,
+                component="workload-classes",
+                extra_labels={labels.WORKLOAD_TYPE: type_name},
+            ),
+            "value": pc.value,
+            "preemptionPolicy": pc.preemption_policy,
+            "globalDefault": False,
+            "description": pc.description or f"fleetplane {type_name} workloads",
+        }
+        for type_name, wt in config.workload_types.items()
+        for pc in wt.priority_classes
+    ]
+
+
+def team_manifests(config: FleetConfig, team: TeamConfig) -> list[Manifest]:
+    """Namespaces, accelerator quotas, container defaults and RBAC of one team."""
+    out: list[Manifest] = []
+    resources = config.accelerator_resources()
+    team_label = {labels.TEAM: team.name}
+    for ns in team.effective_namespaces:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": meta(
+                    ns,
+                    component="tenancy",
+                    extra_labels=team_label,
+                    annotations={labels.VOLCANO_QUEUE_NAME: team.name},
+                ),
+            }
+        )
+        for resource in resources:
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": meta(
+                        f"accelerators-{resource_slug(resource)}",
+                        ns,
+                        component="tenancy",
+                        extra_labels=team_label,
+                    ),
+                    "spec": {"hard": {f"requests.{resource}": str(team.quota.get(resource, 0))}},
+                }
+            )
+        defaults = team.container_defaults
+        # CPU and memory only: a LimitRange max on an extended resource would make every
+        # container declare a limit for it. Per-workload accelerator limits are OPA's.
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": meta(
+                    "container-defaults", ns, component="tenancy", extra_labels=team_label
+                ),
+                "spec": {
+                    "limits": [
+                        {
+                            "type": "Container",
+                            "defaultRequest": {
+                                "cpu": defaults.cpu_request,
+                                "memory": defaults.memory_request,
+                            },
+                            "default": {
+                                "cpu": defaults.cpu_limit,
+                                "memory": defaults.memory_limit,
+                            },
+                        }
+                    ]
+                },
+            }
+        )
+        if team.groups:
+            out.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": meta(
+                        "team-members", ns, component="tenancy", extra_labels=team_label
+                    ),
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": "edit",
+                    },
+                    "subjects": [
+                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
+                        for g in team.groups
+                    ],
+                }
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# OPA admission gate
+# ---------------------------------------------------------------------------------------------

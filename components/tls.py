@@ -8,8 +8,9 @@ in step; changing the DNS names or the validity replaces both. Rotate with
 `pulumi up --replace <urn of the TlsBundle>`.
 
 The provider is serialised into the state by value (Pulumi pickles it with dill): its code is
-built inside `_build` so that it does not need this repository on the import path of the
-provider process, only `cryptography` and `pulumi`.
+built inside `_build`, and it imports the certificate builder (components/certificates.py, the
+one the local fleet's PKI uses too) when it runs, from the fleetplane installed in the
+program's environment.
 """
 
 from __future__ import annotations
@@ -43,77 +44,11 @@ def service_dns_names(name: str, namespace: str) -> list[str]:
 
 def _build() -> tuple[Callable[..., dict[str, str]], type[pulumi.dynamic.ResourceProvider]]:
     def generate(*, dns_names: Sequence[str], validity_days: int) -> dict[str, str]:
-        import datetime
-        import ipaddress
+        # Imported when the provider runs: the provider process has fleetplane installed, as
+        # the program's does.
+        from components.certificates import server_bundle
 
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-        until = now + datetime.timedelta(days=validity_days)
-
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{dns_names[-1]} CA")])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(until)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        def alt_name(name: str) -> x509.GeneralName:
-            # An address (an OPA on loopback) goes in as an IP SAN, anything else as DNS.
-            try:
-                return x509.IPAddress(ipaddress.ip_address(name))
-            except ValueError:
-                return x509.DNSName(name)
-
-        alt_names = [alt_name(n) for n in dns_names]
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(until)
-            .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        def pem(c: x509.Certificate) -> str:
-            return c.public_bytes(serialization.Encoding.PEM).decode()
-
-        key_pem = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ).decode()
-        return {"ca_pem": pem(ca_cert), "cert_pem": pem(cert), "key_pem": key_pem}
+        return server_bundle(dns_names, validity_days=validity_days)
 
     class Provider(pulumi.dynamic.ResourceProvider):
         inputs = ("dns_names", "validity_days")

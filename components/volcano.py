@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import labels
-from components.config import ClusterConfig, FleetConfig
-from components.kube import declare
-from components.manifests import volcano_crds, volcano_queues
+from components.kube import Manifest, declare, meta
+from fleet import labels
+from fleet.config import ClusterConfig, FleetConfig
 
 BINPACK_ARGUMENTS: dict[str, Any] = {
     # Upstream binpack (pkg/scheduler/plugins/binpack/binpack.go) scores only cpu, memory and
@@ -148,3 +148,44 @@ class Volcano(pulumi.ComponentResource):
                 "queues": sorted(self.queues),
             }
         )
+
+
+VOLCANO_CRDS = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
+"""Volcano's CustomResourceDefinitions for clusters without the Volcano chart (offline)."""
+
+
+def volcano_crds(path: Path = VOLCANO_CRDS) -> list[Manifest]:
+    """The CRDs of the Volcano kinds the platform declares, reads and writes (Queue, PodGroup,
+    Job, Command)."""
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+
+
+def volcano_queues(config: FleetConfig) -> list[Manifest]:
+    """One Volcano Queue per team: weight, capability (quota), guarantee, reclaimable."""
+    resources = config.accelerator_resources()
+    queues = []
+    for team in config.teams:
+        spec: dict[str, Any] = {
+            "weight": team.queue_weight,
+            "reclaimable": team.reclaimable,
+            "capability": {r: str(team.quota.get(r, 0)) for r in resources},
+        }
+        guarantee = {r: str(n) for r, n in team.guaranteed.items() if n > 0}
+        if guarantee:
+            spec["guarantee"] = {"resource": guarantee}
+        queues.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": meta(
+                    team.name, component="volcano", extra_labels={labels.TEAM: team.name}
+                ),
+                "spec": spec,
+            }
+        )
+    return queues
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams
+# ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The fleetplane runtime controller: one reconcile pass per run.
 
-`python -m controller reconcile` (or one concern: `idle`, `spend`, `preempt`) observes the
+`fleetplane controller reconcile` (or one concern: `idle`, `spend`, `preempt`) observes the
 cluster (Kubernetes API, DCGM metrics through Prometheus), decides on that snapshot with pure
 functions, asks OPA for every side effect and then acts. All state lives in the cluster
 (annotations, a Lease); see controller/README.md.

@@ -1,85 +1,132 @@
-"""What the controller's commands share on the command line: the options every one of them
-takes, and the start of a run (configuration, settings, Kubernetes credentials), with the exit
-status 2 for a configuration or usage problem."""
+"""`fleetplane controller ...`: one idempotent pass of the in-cluster controller per run.
+
+    fleetplane controller reconcile|idle|spend|preempt [--dry-run] [options]
+    fleetplane controller upgrade run|status|clear|validate [options]
+
+A CronJob runs `reconcile` every period. This module only builds the command line; what a pass
+needs (the Kubernetes client, OPA, Prometheus) is imported when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from controller.config import ConfigProblems, FleetView, Settings, load_config
-from controller.errors import ControllerError
-from controller.log import Log
-from controller.observe.kube import KubeClient
+from controller.startup import common_options
+from controller.upgrade import cli as upgrade_cli
 
-CONFIG_ENV = "FLEETPLANE_CONFIG"
-USAGE_ERROR = 2
+DESCRIPTIONS = {
+    "reconcile": "One full pass: idle reclamation, spend accounting, then priority preemption.",
+    "idle": "Warn idle accelerator workloads, clear warnings of busy ones, reclaim after the grace period.",
+    "spend": "Compute month-to-date accelerator spend per team, keep the accumulator, publish it to OPA.",
+    "preempt": "Evict the least-work-lost victims for workloads kept waiting by lower-priority work.",
+}
+"""The pass's concerns (`controller.reconcile.CONCERNS`) and the full pass, by command name."""
+
+EXIT_CODES = (
+    "exit status: 0 the pass completed (or was skipped: another pass holds the Lease); "
+    "1 an action or observation failed; 2 bad input (configuration, usage) or a part that is "
+    "down (no credentials)."
+)
 
 
-def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
-    """A parent parser with the options of every command: configuration, credentials, OPA, the
-    Lease, the clock and the log level."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=os.environ.get(CONFIG_ENV),
-        help=f"rendered configuration document (JSON; `python -m components.render`); default ${CONFIG_ENV}",
+def _pass_options() -> argparse.ArgumentParser:
+    common = common_options(
+        lease_name_help="name of the Lease (default: config controller.lease_name)"
     )
     common.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file; default: in-cluster service account, else $KUBECONFIG",
+        "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
-    common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
-    common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
     common.add_argument(
-        "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="decide and print every action it would take; change nothing (no Lease either)",
     )
-    common.add_argument("--lease-name", help=lease_name_help)
     common.add_argument(
-        "--now",
+        "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
+    )
+    common.add_argument("--pushgateway", help="also push the summary to this Pushgateway URL")
+    common.add_argument(
+        "--scrape-interval",
         type=float,
-        help="decide as if at this time (epoch seconds): replays and tests; default the clock",
+        dest="scrape_interval_seconds",
+        help="DCGM scrape interval in seconds, for the samples a window should hold (default 15)",
     )
     common.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--eviction-grace-seconds",
+        type=int,
+        help="grace period for preempted pods to checkpoint (default: the pod's own)",
+    )
+    common.add_argument(
+        "--act-concurrency",
+        type=int,
+        help="independent actions carried out at once (default 8; 1 for one at a time)",
     )
     return common
 
 
-def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Settings] | int:
-    """The configuration and the settings of a run (`overrides`: command-line settings beyond
-    the common ones); USAGE_ERROR, said on stderr, when --config is missing or invalid."""
-    if args.config is None:
-        print(f"--config (or ${CONFIG_ENV}) is required", file=sys.stderr)
-        return USAGE_ERROR
-    try:
-        fleet = load_config(args.config)
-        settings = Settings.from_config(
-            fleet,
-            opa_url=args.opa_url,
-            opa_ca_file=args.opa_ca_file,
-            lease_namespace=args.lease_namespace,
-            lease_name=args.lease_name,
-            **overrides,
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `controller` (its passes, and `upgrade`) to a command line's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "controller",
+        help="the runtime controller: one idempotent pass per run (reconcile, upgrade, ...)",
+        description="The fleetplane runtime controller: one idempotent pass per run, under a "
+        "Lease, every destructive action asked of OPA first. " + EXIT_CODES,
+    )
+    commands = parser.add_subparsers(dest="controller_command", required=True, metavar="COMMAND")
+    common = _pass_options()
+    for name, description in DESCRIPTIONS.items():
+        command = commands.add_parser(
+            name, parents=[common], help=description, description=f"{description} {EXIT_CODES}"
         )
-    except ConfigProblems as error:
-        print(str(error), file=sys.stderr)
-        return USAGE_ERROR
-    return fleet, settings
+        command.set_defaults(run=run)
+    upgrade_cli.add_parser(commands)
+    return parser
 
 
-def connect(args: argparse.Namespace, settings: Settings, log: Log) -> KubeClient | int:
-    """The Kubernetes client of a run; USAGE_ERROR, logged and said on stderr, without
-    credentials."""
+def run(args: argparse.Namespace) -> int:
+    """One pass of the concerns the command names; the exit status of EXIT_CODES."""
+    import orjson
+
+    from controller.errors import TemporaryError
+    from controller.log import Log, configure
+    from controller.reconcile import CONCERNS, run_pass
+    from controller.startup import connect, load
+
+    configure(args.log_level)
+    log = Log()
+    loaded = load(
+        args,
+        prometheus_url=args.prometheus_url,
+        dry_run=args.dry_run,
+        scrape_interval_seconds=args.scrape_interval_seconds,
+        eviction_grace_seconds=args.eviction_grace_seconds,
+        act_concurrency=args.act_concurrency,
+    )
+    if isinstance(loaded, int):
+        return loaded
+    fleet, settings = loaded
+    kube = connect(args, settings, log)
+    if isinstance(kube, int):
+        return kube
+    command = args.controller_command
+    concerns = CONCERNS if command == "reconcile" else (command,)
     try:
-        return KubeClient.from_kubeconfig(
-            args.kubeconfig, timeout=settings.request_timeout_seconds * 3
+        summary = run_pass(
+            kube=kube, fleet=fleet, settings=settings, concerns=concerns, now=args.now, log=log
         )
-    except ControllerError as error:
-        log.error("kube.credentials", error=str(error))
-        print(f"no Kubernetes credentials: {error}", file=sys.stderr)
-        return USAGE_ERROR
+    finally:
+        kube.close()
+    sys.stdout.write("SUMMARY " + orjson.dumps(summary.as_dict()).decode() + "\n")
+    if args.metrics_file:
+        summary.write_textfile(args.metrics_file)
+    if args.pushgateway:
+        try:
+            summary.push(args.pushgateway)
+        except TemporaryError as error:
+            log.error("summary.push.failed", error=str(error))
+            return 1
+    return 1 if summary.errors else 0

@@ -93,7 +93,7 @@ def _number(value: Any) -> bool:
 
 def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:
     """The problem of an idle rule whose grace outlasts its window. The same words as
-    `components.config.grace_longer_than_window` (which the controller does not import: it
+    `fleet.config.grace_longer_than_window` (which the controller does not import: it
     pulls in pydantic), so a stack and a hand-written document get the same message."""
     return (
         f"{grace_seconds:g}s is longer than idle.window_seconds ({window_seconds:g}s): a warning "

@@ -18,8 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TextIO, TypeVar
 
-from controller import keys as own
-from controller.act.events import EventRecorder
+from controller import annotations as own
 from controller.act.idle import act_on_idle
 from controller.act.opa import Opa
 from controller.act.preempt import act_on_preemption
@@ -168,7 +167,6 @@ def _run(
         settings=settings,
         now=clock,
         summary=summary,
-        events=EventRecorder(kube, dry_run=settings.dry_run, log=log),
         log=log,
         out=out,
         after_action=hooks.after_action,

@@ -7,19 +7,13 @@ every problem listed by path.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pulumi
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# Pulumi runs this directory as the program; the components live one level up.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-import pulumi  # noqa: E402
-
-from components.config import ConfigError, parse_fleet  # noqa: E402
-from components.platform import Platform, PlatformArgs  # noqa: E402
-from components.render import render_opa_data  # noqa: E402
+# The program's Python environment has fleetplane installed (`pip install -e '.[pulumi]'`, which
+# `make venv` does): the components are imported from it, not from a path computed here.
+from components.platform import Platform, PlatformArgs
+from fleet.config import ConfigError, parse_fleet
+from fleet.render import render_opa_data
 
 settings = pulumi.Config("fleetplane")
 try:
@@ -29,7 +23,7 @@ except ConfigError as error:
 
 platform = Platform(
     pulumi.get_stack(),
-    PlatformArgs(fleet=fleet, kubeconfig=settings.get("kubeconfig"), repo_root=REPO_ROOT),
+    PlatformArgs(fleet=fleet, kubeconfig=settings.get("kubeconfig")),
 )
 
 rendered = render_opa_data(fleet)

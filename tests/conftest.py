@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from components.localfleet import default_pools, fake_nodes
-from tools.localcluster import LocalCluster
-from tools.servers import OpaServer, PrometheusServer, Sample
+from localfleet.controlplane import LocalCluster
+from localfleet.fakenodes import default_pools, fake_nodes
+from localfleet.servers import OpaServer, PrometheusServer, Sample
 
 ROOT = Path(__file__).resolve().parent.parent
 VOLCANO_CRDS = ROOT / "components" / "crds" / "volcano.yaml"

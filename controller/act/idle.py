@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import labels as keys
-from controller import keys as own
+from controller import annotations as own
 from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
@@ -31,6 +30,7 @@ from controller.errors import (
 )
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
+from fleet import labels as keys
 
 CONCERN = "idle"
 

@@ -24,7 +24,8 @@ T = TypeVar("T")
 class Runtime:
     """kube, opa: clients. fleet, settings: configuration. now: the pass's clock (epoch seconds;
     injected by tests and `--now`). after_action: called with an action name after each side
-    effect (a test hook that can raise to simulate a run killed half way)."""
+    effect (a test hook that can raise to simulate a run killed half way). events: where Events
+    go; by default the cluster's, dry when the run is (every pass records them the same way)."""
 
     kube: KubeClient
     opa: Opa
@@ -32,11 +33,15 @@ class Runtime:
     settings: Settings
     now: float
     summary: Summary
-    events: EventRecorder
     log: Log = field(default_factory=Log)
     out: TextIO = field(default_factory=lambda: sys.stdout)
     after_action: Callable[[str], None] | None = None
     namespaces: dict[str, Namespace] = field(default_factory=dict)
+    events: EventRecorder = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.events is None:
+            self.events = EventRecorder(self.kube, dry_run=self.settings.dry_run, log=self.log)
 
     @property
     def dry_run(self) -> bool:

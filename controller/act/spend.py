@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from controller import keys as own
+from controller import annotations as own
 from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from components import labels as keys
 from controller.config import FleetView, IdleRule, WorkloadType
 from controller.decide.workloads import Target, annotation_number, reclaim_target
 from controller.observe.metrics import PodEvidence
 from controller.observe.model import Pod
 from controller.views import view
+from fleet import labels as keys
 
 
 class Verdict(StrEnum):

@@ -40,10 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import labels as keys
 from controller.config import FleetView
 from controller.decide.workloads import annotation_number, families, preemptible, team_usage
 from controller.observe.model import DisruptionBudget, Node, Pod, family
+from fleet import labels as keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components import labels as keys
 from controller.config import FleetView
 from controller.observe.model import Pod, family
+from fleet import labels as keys
 
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 

@@ -3,7 +3,7 @@ driver upgraded takes work again.
 
 `check_node(Expectations(...), node=...)` reads the node through NVML (`observe`), judges the
 snapshot with pure functions (`judge`) and returns a `Verdict` whose JSON document the validator
-prints and whose `exit_code` it exits with; `python -m controller.health check --help` is the
+prints and whose `exit_code` it exits with; `fleetplane health check --help` is the
 command line. See controller/health/README.md for what each check reads.
 """
 

@@ -1,4 +1,4 @@
-"""`python -m controller.health check ...`: the command the driver-upgrade validator pod runs.
+"""`fleetplane health check ...`: the command the driver-upgrade validator pod runs.
 
 Prints the verdict as JSON on stdout and exits 0 (healthy), 1 (unhealthy) or 2 (NVML
 unavailable, or the check could not run). Command-line mistakes also exit 2, with argparse's
@@ -13,12 +13,13 @@ import os
 import socket
 import sys
 import traceback
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from controller.health.judge import Expectations
-from controller.health.observe import Nvml
-from controller.health.verdict import check_node, failed_verdict
 from controller.health.xids import CRITICAL_XIDS
+
+if TYPE_CHECKING:
+    from controller.health.observe import Nvml
 
 # The defaults are written once, on Expectations.
 _DEFAULTS = Expectations(driver_version="", gpu_count=0)
@@ -29,13 +30,15 @@ critical Xids: {", ".join(str(xid) for xid in sorted(CRITICAL_XIDS))}.
 Set NODE_NAME from the downward API (spec.nodeName) in the validator pod."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m controller.health",
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `health` (with `check`) to a command line's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "health",
+        help="NVML health check of this node's GPUs (what the validator pod runs)",
         description="NVML health check of this node's GPUs, run before the node takes work "
         "again after a GPU driver upgrade.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="health_command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check",
         help="check the GPUs and print a JSON verdict",
@@ -76,12 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("NODE_NAME") or socket.gethostname(),
         help="node name reported in the verdict (default $NODE_NAME, else the host name)",
     )
+    check.set_defaults(run=run)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, nvml: Nvml | None = None) -> int:
-    """Run the command line; returns the exit status. `nvml` replaces the pynvml binding."""
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace, *, nvml: Nvml | None = None) -> int:
+    """Check the node; returns the exit status. `nvml` replaces the pynvml binding."""
+    from controller.health.verdict import check_node, failed_verdict
+
     expect = Expectations(
         driver_version=args.expect_driver,
         gpu_count=args.expect_gpus,

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import simdjson
 
-from components import labels as keys
 from controller.errors import PermanentError
 from controller.views import view
+from fleet import labels as keys
 
 T = TypeVar("T")
 ACCELERATOR_RESOURCES = frozenset(keys.ACCELERATOR_RESOURCES)

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from components import labels as keys
 from controller.observe.k8s_pb import core_v1_pb2
 from controller.observe.model import (
     ACCELERATOR_RESOURCES,
@@ -38,6 +37,7 @@ from controller.observe.model import (
     format_time,
     is_accelerator,
 )
+from fleet import labels as keys
 
 T = TypeVar("T")
 PodList: Any = core_v1_pb2.PodList

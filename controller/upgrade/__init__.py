@@ -3,7 +3,7 @@
 `run_upgrade_pass` runs one pass (lease → observe → plan → act); `upgrade_status` is the plan a
 pass would make, for reporting; `clear_failure` is an operator clearing a failed node;
 `plan_pass` is the pure planning step on a snapshot. `cli.add_parser` / `cli.run` are the
-command line (`python -m controller upgrade ...`).
+command line (`fleetplane controller upgrade ...`).
 """
 
 from controller.upgrade.plan import Plan, PoolReport, Step, plan_pass

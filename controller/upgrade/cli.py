@@ -1,8 +1,9 @@
-"""`python -m controller upgrade {status,run,clear}`: the rolling GPU driver upgrade.
+"""`fleetplane controller upgrade {status,run,clear,validate}`: the rolling GPU driver upgrade.
 
-    python -m controller upgrade status [--json] [--all-nodes]
-    python -m controller upgrade run [--dry-run]
-    python -m controller upgrade clear NODE [--dry-run]
+    fleetplane controller upgrade status [--json] [--all-nodes]
+    fleetplane controller upgrade run [--dry-run]
+    fleetplane controller upgrade clear NODE [--dry-run]
+    fleetplane controller upgrade validate [health check options]   (what the validator pod runs)
 
 `add_parser(subparsers)` adds the `upgrade` command to the controller's command line; `run(args)`
 runs it and returns the exit status: 0 done (status printed, pass completed or skipped because
@@ -16,15 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-import orjson
-
-from controller.cli import USAGE_ERROR, common_options, connect, load
-from controller.config import ConfigProblems
-from controller.errors import ControllerError
-from controller.log import Log, configure
-from controller.upgrade.report import format_acted, format_plan
-from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
-from controller.upgrade.settings import upgrade_settings
+from controller.startup import USAGE_ERROR, common_options
 
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
@@ -78,11 +71,37 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     clear.add_argument("node", metavar="NODE", help="the failed node")
     clear.add_argument("--dry-run", action="store_true", default=None, help="show, change nothing")
-    parser.set_defaults(handler=run)
+    validate = actions.add_parser(
+        "validate",
+        help="what the validator pod runs: the node's health check, verdict to the termination log",
+        usage="fleetplane controller upgrade validate [health check options]",
+        description="Run `fleetplane health check` with the given options (see `fleetplane health check --help`), copy its JSON verdict "
+        "to stdout and its compact form to the pod's termination-message file; exit with the "
+        "check's status (0 healthy, 1 unhealthy, 2 cannot check).",
+    )
+    for action in (status, run_parser, clear):
+        action.set_defaults(run=run)
+    validate.set_defaults(run=_validate, passes_on_arguments=True)
     return parser
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from controller.upgrade.validator import run_validation
+
+    return run_validation(getattr(args, "rest", []))
+
+
 def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    from controller.config import ConfigProblems
+    from controller.errors import ControllerError
+    from controller.log import Log, configure
+    from controller.startup import connect, load
+    from controller.upgrade.report import format_acted, format_plan
+    from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
+    from controller.upgrade.settings import upgrade_settings
+
     configure(args.log_level)
     log = Log()
     loaded = load(args, dry_run=getattr(args, "dry_run", None))
@@ -132,12 +151,3 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         kube.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m controller.upgrade ...`, the same command line without the rest of the
-    controller."""
-    parser = argparse.ArgumentParser(prog="python -m controller")
-    add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(["upgrade", *(sys.argv[1:] if argv is None else argv)])
-    return run(args)

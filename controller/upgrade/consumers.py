@@ -34,9 +34,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from components import labels as keys
 from controller.upgrade.selectors import Selector
 from controller.upgrade.states import APP_NAME_LABEL, VALIDATOR_APP
+from fleet import labels as keys
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 NO_DEVICES = frozenset({"", "void", "none"})

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import labels as keys
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.model import DisruptionBudget, pdb_from_api, selector_matches
@@ -23,6 +22,7 @@ from controller.upgrade import states
 from controller.upgrade.consumers import Role, controller_kind, pod_role, uses_gpu
 from controller.upgrade.settings import UpgradeSettings
 from controller.upgrade.states import Detail
+from fleet import labels as keys
 
 
 def driver_version(labels: dict[str, str]) -> str | None:

@@ -321,7 +321,7 @@ def plan_pool(
         failed = ", ".join(sorted(report.failed))
         report.blocks.append(
             f"halted: node(s) {failed} failed; nothing new starts until an operator clears them "
-            f"(python -m controller upgrade clear NODE)"
+            f"(fleetplane controller upgrade clear NODE)"
         )
         for node in nodes:
             if node.state in states.BEFORE_DRIVER_RESTART and not _driver_restarted(

@@ -105,7 +105,6 @@ def run_upgrade_pass(
                 settings=settings,
                 now=clock,
                 summary=summary,
-                events=EventRecorder(kube, dry_run=settings.dry_run, log=log),
                 log=log,
                 out=out,
                 after_action=after_write,
@@ -173,7 +172,7 @@ def clear_failure(
     if pool is None:
         raise PermanentError(f"node {node} is in pool {view.pool!r}, which is not rolled")
     step = clear_step(
-        view, pool.driver_version, clock, how="python -m controller upgrade clear", actor=actor
+        view, pool.driver_version, clock, how="fleetplane controller upgrade clear", actor=actor
     )
     if step is None:
         raise PermanentError(

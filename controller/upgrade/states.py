@@ -93,7 +93,7 @@ TRANSITIONS: Final[dict[str | None, frozenset[str]]] = {
     UPGRADE_FAILED: frozenset({CORDON_REQUIRED, VALIDATION_REQUIRED}),
 }
 """Every transition the controller makes. Leaving `upgrade-failed` is an operator's action
-(`python -m controller upgrade clear NODE`); the pass itself never does it. From no label to
+(`fleetplane controller upgrade clear NODE`); the pass itself never does it. From no label to
 `cordon-required` / `validation-required` is the same clearing, done by removing the label."""
 
 EVENT_REASONS: Final = {

@@ -4,9 +4,9 @@ The pod is pinned to the node (`nodeName`, so it runs even while the node is cor
 the device plugin is back), tolerates the node's taints, sees every GPU through the NVIDIA
 runtime (`NVIDIA_VISIBLE_DEVICES=all`, no `nvidia.com/gpu` request) and runs
 
-    python -m controller.upgrade.validate --expect-driver <target> --expect-gpus <capacity>
+    fleetplane controller upgrade validate --expect-driver <target> --expect-gpus <capacity>
 
-which runs `python -m controller.health check` with the same arguments as a child process,
+which runs `fleetplane health check` with the same arguments as a child process,
 passes its full JSON verdict through to the pod's log, and writes a compact verdict (status,
 versions, counts, problems; at most 4096 bytes, the kubelet's limit) to the termination-message
 file. `terminationMessagePolicy: FallbackToLogsOnError` keeps the log tail as the message when
@@ -22,15 +22,20 @@ The controller reads `status.containerStatuses[0].state.terminated`: the exit co
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from components import labels as keys
 from controller.upgrade import states
 from controller.upgrade.observe import NodeView, Terminated
 from controller.upgrade.settings import UpgradeSettings
+from fleet import labels as keys
 
 CONTAINER = "validate"
 MESSAGE_LIMIT = 4096
@@ -46,7 +51,7 @@ def validator_name(node: str, attempt: int) -> str:
 
 
 def health_args(node: NodeView, target: str, settings: UpgradeSettings) -> list[str]:
-    """Arguments of `python -m controller.health check` for this node."""
+    """Arguments of `fleetplane health check` for this node."""
     args = ["--expect-driver", target, "--expect-gpus", str(node.gpu_capacity)]
     if settings.max_temperature_c is not None:
         args += ["--max-temperature-c", str(settings.max_temperature_c)]
@@ -81,7 +86,7 @@ def validator_pod(
             {
                 "name": CONTAINER,
                 "image": settings.validator_image,
-                "command": ["python", "-m", "controller.upgrade.validate"],
+                "command": ["fleetplane", "controller", "upgrade", "validate"],
                 "args": health_args(node, target, settings),
                 "env": [
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
@@ -230,3 +235,34 @@ def read_verdict(terminated: Terminated, *, target: str, gpus: int) -> Outcome:
         reason=f"validator could not check (exit {code}): {why}",
         summary=summary,
     )
+
+
+TERMINATION_LOG = Path(os.environ.get("TERMINATION_MESSAGE_PATH", "/dev/termination-log"))
+
+
+def run_validation(check_args: Sequence[str], *, termination_log: Path = TERMINATION_LOG) -> int:
+    """What the validator pod runs (`fleetplane controller upgrade validate <options>`).
+
+    Runs `fleetplane health check <options>` as a child process (it loads NVML, which must not
+    take this process down with it), copies its output (the full JSON verdict) to stdout so the
+    pod's log keeps it, writes the compact verdict (`termination_message`) to the
+    termination-message file, and exits with the check's exit status. When the check printed no
+    verdict, nothing is written and the exit status still says what happened (the kubelet then
+    falls back to the log tail, as the pod asks)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetplane", "health", "check", *check_args],
+        stdout=subprocess.PIPE,
+        check=False,
+    )
+    sys.stdout.buffer.write(result.stdout)
+    sys.stdout.flush()
+    try:
+        document = orjson.loads(result.stdout)
+    except orjson.JSONDecodeError:
+        return result.returncode
+    if isinstance(document, dict):
+        try:
+            termination_log.write_text(termination_message(document))
+        except OSError as error:
+            print(f"cannot write {termination_log}: {error}", file=sys.stderr)
+    return result.returncode

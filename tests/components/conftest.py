@@ -7,9 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from component_testkit import REPO_ROOT, STACKS, Declare, minimal_raw_fleet, run_program
 
-from components.config import FleetConfig, load_stack_config, parse_fleet
+from fleet.config import FleetConfig, load_stack_config, parse_fleet
+from tests.components.component_testkit import (
+    REPO_ROOT,
+    STACKS,
+    Declare,
+    minimal_raw_fleet,
+    run_program,
+)
 
 
 @pytest.fixture

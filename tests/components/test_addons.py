@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from component_testkit import Declare
 
-from components.config import FleetConfig
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
+from fleet.config import FleetConfig
+from tests.components.component_testkit import Declare
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"

@@ -6,17 +6,17 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from component_testkit import Declare
 
-from components.config import FleetConfig
 from components.controller_job import ControllerJob, ControllerJobArgs
-from components.render import render_opa_data
 from controller.act.idle import _scale_to_zero
 from controller.config import parse_config
 from controller.decide.idle import PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import Target
 from controller.observe.kube import namespace_path, object_path, pod_path
 from controller.upgrade.settings import upgrade_settings
+from fleet.config import FleetConfig
+from fleet.render import render_opa_data
+from tests.components.component_testkit import Declare
 from tests.controller.builders import a_pod
 
 
@@ -266,8 +266,7 @@ def test_cronjob(prod_controller) -> None:
     assert set(crons) == {"fleetplane-controller", "fleetplane-controller-upgrade"}
     upgrade = crons["fleetplane-controller-upgrade"]["spec"]["jobTemplate"]["spec"]["template"]
     assert upgrade["spec"]["containers"][0]["command"] == [
-        "python",
-        "-m",
+        "fleetplane",
         "controller",
         "upgrade",
         "run",
@@ -280,7 +279,7 @@ def test_cronjob(prod_controller) -> None:
     assert spec["suspend"] is False
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"] == ["python", "-m", "controller", "reconcile"]
+    assert container["command"] == ["fleetplane", "controller", "reconcile"]
     assert container["image"] == fleet.controller.image
     assert {
         "name": "FLEETPLANE_CONFIG",

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import load_stack_config
-from components.localfleet import fake_nodes
-from components.manifests import render_manifests
-from components.nodes import local_fake_pools
+from components.platform import render_manifests
+from fleet.config import load_stack_config
+from localfleet.fakenodes import fake_nodes, local_fake_pools
 
 pytestmark = pytest.mark.integration
 

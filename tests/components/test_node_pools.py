@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from component_testkit import Declare, Declared
 
-from components.config import FleetConfig
 from components.nodepools import NodePoolArgs, node_pool_for
-from components.nodes import observed_labels
+from fleet.config import FleetConfig
+from fleet.nodes import observed_labels
+from tests.components.component_testkit import Declare, Declared
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}

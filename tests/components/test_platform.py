@@ -11,12 +11,11 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from component_testkit import FAKE_TLS, REPO_ROOT, Declare, minimal_raw_fleet
 
-from components.config import FleetConfig
-from components.manifests import render_manifests
-from components.platform import Platform, PlatformArgs, cluster_kubeconfig
+from components.platform import Platform, PlatformArgs, cluster_kubeconfig, render_manifests
 from components.tls import TlsMaterial
+from fleet.config import FleetConfig
+from tests.components.component_testkit import FAKE_TLS, REPO_ROOT, Declare, minimal_raw_fleet
 
 
 def canonical(manifest: dict[str, Any]) -> str:

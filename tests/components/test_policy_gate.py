@@ -7,11 +7,10 @@ import base64
 import json
 from pathlib import Path
 
-from component_testkit import FAKE_TLS, Declare
-
-from components.config import FleetConfig
 from components.policy_gate import PolicyGate, PolicyGateArgs
-from components.render import render_opa_data
+from fleet.config import FleetConfig
+from fleet.render import render_opa_data
+from tests.components.component_testkit import FAKE_TLS, Declare
 
 
 def write_policies(root: Path) -> Path:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from component_testkit import Declare
 
-from components.config import FleetConfig
 from components.tenancy import TeamTenancy, TeamTenancyArgs, WorkloadClasses, WorkloadClassesArgs
+from fleet.config import FleetConfig
+from tests.components.component_testkit import Declare
 
 QUOTA = "kubernetes:core/v1:ResourceQuota"
 

@@ -9,10 +9,10 @@ import pprint
 import uuid
 from typing import Any
 
-from components import labels as keys
 from controller.config import FleetView, parse_config
 from controller.observe.metrics import GpuSeries, PodEvidence
 from controller.observe.model import Node, Pod, format_time, node_from_api, pod_from_api
+from fleet import labels as keys
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
 H100 = "NVIDIA-H100-80GB-HBM3"

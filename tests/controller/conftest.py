@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
-from components.config import load_stack_config
-from components.render import render_opa_data, stack_file
 from controller.config import Settings, parse_config
 from controller.log import configure
 from controller.observe.kube import KubeClient, object_path, pod_path
 from controller.reconcile import CONCERNS, Hooks, run_pass
 from controller.summary import Summary
-from tools.localcluster import LocalCluster, free_port
-from tools.servers import OpaServer, Sample
+from fleet.config import load_stack_config
+from fleet.project import stack_file
+from fleet.render import render_opa_data
+from localfleet.controlplane import LocalCluster, free_port
+from localfleet.servers import OpaServer, Sample
 
 GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 SCRAPE = 30  # seconds between DCGM samples in these tests

@@ -17,8 +17,8 @@ from controller.decide.preempt import Candidate, NodeOption, Preemption, Preempt
 from controller.errors import PermanentError
 from controller.observe.kube import KubeClient
 from controller.summary import Summary
+from localfleet.servers import OpaServer
 from tests.controller.builders import NOW, a_pod, config_document, fleet
-from tools.servers import OpaServer
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def controller(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
+        [sys.executable, "-m", "fleetplane", "controller", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

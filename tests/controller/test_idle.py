@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from localfleet.servers import Sample
 from tests.controller.conftest import (
     GRACE,
     SCRAPE,
@@ -20,7 +21,6 @@ from tests.controller.conftest import (
     started_at,
     wait_for,
 )
-from tools.servers import Sample
 
 pytestmark = pytest.mark.integration
 

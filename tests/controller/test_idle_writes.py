@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from components import labels as keys
 from controller.act.events import EventRecorder
 from controller.act.idle import act_on_idle, clear_warning, reclaim, warn
 from controller.act.opa import Decision
@@ -20,6 +19,7 @@ from controller.decide.idle import IdleFacts, IdlePlan, PodJudgement, ReclaimPla
 from controller.decide.workloads import Target
 from controller.errors import ConflictError, NotFoundError, PermanentError
 from controller.summary import Summary
+from fleet import labels as keys
 from tests.controller.builders import NOW, a_pod, fleet
 
 RULE = IdleRule(util_threshold_percent=5.0, window_seconds=3600, grace_seconds=1800)

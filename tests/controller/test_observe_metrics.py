@@ -38,7 +38,7 @@ def fleet_samples() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tools.servers import PrometheusServer
+    from localfleet.servers import PrometheusServer
 
     server = PrometheusServer(work_dir=tmp_path_factory.mktemp("prometheus"))
     server.start(fleet_samples())

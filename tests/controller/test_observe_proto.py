@@ -36,10 +36,10 @@ from controller.observe.proto import (
     node_from_proto,
     pod_from_proto,
 )
+from localfleet.controlplane import LocalCluster
 from tests.controller.builders import a_pod
 from tests.controller.fake_api import Query, serving
 from tools import k8sproto
-from tools.localcluster import LocalCluster
 
 MIG = "nvidia.com/mig-1g.10gb"
 HOLD = "fleetplane.dev/test-hold"

@@ -17,9 +17,9 @@ from controller.act.opa import Opa
 from controller.errors import PermanentError
 from controller.observe.endpoints import Endpoint, ready_endpoints
 from controller.observe.kube import KubeClient
+from localfleet.controlplane import LocalCluster
+from localfleet.servers import OpaServer
 from tests.controller.conftest import Harness
-from tools.localcluster import LocalCluster
-from tools.servers import OpaServer
 
 SERVICE = "fleetplane-opa"
 

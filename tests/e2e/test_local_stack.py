@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.localcluster import BIN_DIR, free_port
-from tools.localstack import LocalStack
+from localfleet.controlplane import BIN_DIR, free_port
+from localfleet.stack import LocalStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

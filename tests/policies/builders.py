@@ -7,7 +7,7 @@ Every builder method returns a new builder, so a test states its intent in one l
     gate.review(inference().tolerate_spot().in_namespace("ml-serving"))
 
 The starting points (`training()`, `inference()`, `notebook()`, `batch()`, `cpu()`) are valid
-workloads of the fixture configuration (tests/policies/fixtures/config.json) in the research
+workloads of the fixture configuration (policyreview/corpus/config.json) in the research
 team's namespace; each method changes one thing about the pod template or the object around it.
 """
 

@@ -1,8 +1,8 @@
 """The admission cases: one line per rule and edge, allowed and denied.
 
 The table drives tests/policies/test_admission.py and is rendered as files into
-tests/policies/fixtures/reviews/ (`python -m tests.policies.corpus`), the corpus that
-`python -m tools.policydiff` and bench/opa_admission.py replay.
+policyreview/corpus/reviews/ (tests/policies/corpus.py), the corpus that
+`fleetplane policy diff` and bench/opa_admission.py replay.
 """
 
 from __future__ import annotations

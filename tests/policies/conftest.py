@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from policyreview.diff import CORPUS_DIR
 from tests.policies.builders import Verdict, Workload
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = CORPUS_DIR
 TRACE_COLUMNS = [
     "name",
     "cpu_milli",
@@ -32,7 +33,7 @@ TRACE_COLUMNS = [
 
 
 def write_trace(path: Path, rows: list[dict[str, Any]]) -> Path:
-    """A pod trace in the Alibaba 2023 columns (tools.policydiff and the replay read these);
+    """A pod trace in the Alibaba 2023 columns (policyreview.diff and the replay read these);
     unspecified columns get a one-hour running pod."""
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=TRACE_COLUMNS)

@@ -1,6 +1,7 @@
-"""The AdmissionReview corpus: every case of tests/policies/cases.py as a file.
+"""The AdmissionReview corpus: every case of tests/policies/cases.py as a file in the corpus
+that ships with policy review (policyreview/corpus/reviews).
 
-    python -m tests.policies.corpus      # rewrite tests/policies/fixtures/reviews/
+    FLEETPLANE_UPDATE_CORPUS=1 pytest tests/policies/test_contracts.py -k corpus   # rewrite it
 
 Each file is the AdmissionReview the API server would send, with the case name as its uid,
 so a policy diff can name the request that changed. A test keeps the files in step with the
@@ -14,9 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from policyreview.diff import DEFAULT_CORPUS as REVIEWS
 from tests.policies.cases import CASES
-
-REVIEWS = Path(__file__).resolve().parent / "fixtures" / "reviews"
 
 
 def slug(name: str) -> str:
@@ -40,7 +40,3 @@ def write(directory: Path = REVIEWS) -> None:
             stale.unlink()
     for name, review in wanted.items():
         (directory / name).write_text(render(review))
-
-
-if __name__ == "__main__":
-    write()

@@ -1,18 +1,19 @@
 """The policies and the Python side agree: the Rego test fixture is the JSON fixture, and the
-Rego keys are components/labels.py's."""
+Rego keys are fleet/labels.py's."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components import labels
+from fleet import labels
 from tests.policies.conftest import FIXTURES, Gate
-from tests.policies.corpus import REVIEWS, render, reviews
+from tests.policies.corpus import REVIEWS, render, reviews, write
 
 ROOT = Path(__file__).resolve().parents[2]
 OPA = ROOT / "tools" / "bin" / "opa"
@@ -44,7 +45,9 @@ def test_rego_keys_are_the_python_keys(gate: Gate) -> None:
 
 
 def test_review_corpus_is_current() -> None:
-    """tests/policies/fixtures/reviews/ is the case table rendered; rerun
-    `python -m tests.policies.corpus` after changing tests/policies/cases.py."""
+    """policyreview/corpus/reviews/ is the case table rendered; after changing
+    tests/policies/cases.py, rerun this test with FLEETPLANE_UPDATE_CORPUS=1 to rewrite it."""
+    if os.environ.get("FLEETPLANE_UPDATE_CORPUS"):
+        write()
     on_disk = {path.name: path.read_text() for path in REVIEWS.glob("*.json")}
     assert on_disk == {name: render(review) for name, review in reviews().items()}

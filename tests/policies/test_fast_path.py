@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from localfleet import servers
+from policyreview.diff import generate_from_trace
 from tests.policies.conftest import FIXTURES, current_month, production_shaped_trace
-from tools import servers
-from tools.policydiff import generate_from_trace
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@ review, clock and spend document they were asked with."""
 
 from __future__ import annotations
 
-from controller.replay.opa import Admission, AnswersAhead
+from replay.opa import Admission, AnswersAhead
 
 REVIEW = {
     "apiVersion": "admission.k8s.io/v1",

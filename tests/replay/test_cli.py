@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.replay import cli
-from tools.servers import OpaServer
+from localfleet.servers import OpaServer
+from tests.commands import fleetplane
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 
@@ -36,8 +36,9 @@ def test_the_command_prints_the_table_and_writes_the_report(
     small_trace(tmp_path)
     out = tmp_path / "report"
     try:
-        status = cli.main(
-            [
+        status = fleetplane(
+            "replay",
+            *[
                 "--trace-dir",
                 str(tmp_path),
                 "--opa-url",
@@ -47,7 +48,7 @@ def test_the_command_prints_the_table_and_writes_the_report(
                 "--out",
                 str(out),
                 "--quiet",
-            ]
+            ],
         )
     finally:
         opa_server.put_data("fleetplane/spend", {})
@@ -76,5 +77,5 @@ def test_a_trace_without_times_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "openb_pod_list_default.csv").write_text("name,num_gpu,gpu_milli\na,1,1000\n")
-    assert cli.main(["--trace-dir", str(tmp_path), "--quiet"]) == 2
+    assert fleetplane(*["replay", "--trace-dir", str(tmp_path), "--quiet"]) == 2
     assert "creation_time" in capsys.readouterr().err

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.replay.engine import EPOCH, Replay, Settings
-from controller.replay.generate import Profile, Workload
-from controller.replay.model import State
-from controller.replay.opa import BatchClient
-from controller.replay.results import scenario_figures
-from controller.replay.runner import run_scenario
-from controller.replay.scenarios import load_scenarios
-from controller.replay.trace import load_trace
+from localfleet.servers import OpaServer
+from replay.engine import Replay
+from replay.objects import State
+from replay.opa import BatchClient
+from replay.results import scenario_figures
+from replay.runner import run_scenario
+from replay.scenarios import load_scenarios
+from replay.settings import EPOCH, Settings
+from replay.trace import load_trace
+from replay.workloads import Profile, Workload
 from tests.controller.builders import assert_same
-from tools.servers import OpaServer
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 TRACE = [

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.replay.opa import BatchClient, PolicyError
+from replay.opa import BatchClient, PolicyError
 
 
 class Scripted:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.replay.generate import (
+from replay.scenarios import ScenarioError, evaluate, load_scenarios
+from replay.trace import DEFAULT_TRACE_DIR, TraceError, load_trace, read_pods
+from replay.workloads import (
     CALIBRATION_TARGETS,
     Assumptions,
     Profile,
@@ -15,8 +17,6 @@ from controller.replay.generate import (
     calibration,
     generate,
 )
-from controller.replay.scenarios import ScenarioError, evaluate, load_scenarios
-from controller.replay.trace import DEFAULT_TRACE_DIR, TraceError, load_trace, read_pods
 
 HEADER = "name,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 

@@ -2,7 +2,7 @@
 # title: Well-known keys
 # description: >-
 #   Label, annotation, taint and resource names shared by every policy. Mirrors
-#   components/labels.py; a unit test checks that both agree.
+#   fleet/labels.py; a unit test checks that both agree.
 package fleetplane.lib
 
 # METADATA

@@ -2,7 +2,7 @@
 # title: Test fixtures
 # description: >-
 #   Shared fixtures for the policy unit tests: the same configuration document
-#   as tests/policies/fixtures/config.json (a pytest checks that both agree), a
+#   as policyreview/corpus/config.json (a pytest checks that both agree), a
 #   fixed clock, and builders for pods, workloads and AdmissionReviews.
 package fleetplane.testing
 

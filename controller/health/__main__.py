@@ -1,5 +1,0 @@
-import sys
-
-from controller.health.cli import main
-
-sys.exit(main())

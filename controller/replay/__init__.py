@@ -1,9 +1,0 @@
-"""Fleet replay: a GPU trace through fleet scenarios, decided by the real policies and the
-controller's own decision code, to measure what they are worth (docs/replay.md).
-
-Layers: `trace` (the trace's facts) → `generate` (what the trace lacks, from a fixed seed) →
-`scenarios` (validated fleet configurations) → `engine` (the discrete-event fleet: scheduler,
-autoscaler, spot) with `control` (the controller's pass) and `opa` (the real OPA, in batches) →
-`results` (figures) → `report` (Markdown, PNG, JSON). `runner` runs scenarios side by side;
-`cli` is the command line (`python -m controller.replay`).
-"""

@@ -1,5 +1,0 @@
-import sys
-
-from controller.replay.cli import main
-
-sys.exit(main())

@@ -1,0 +1,90 @@
+"""What the controller's commands share on the command line: the options every one of them
+takes, and the start of a run (configuration, settings, Kubernetes credentials), with the exit
+status 2 for a configuration or usage problem."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the command line is built without loading what a run needs
+    from controller.config import FleetView, Settings
+    from controller.log import Log
+    from controller.observe.kube import KubeClient
+
+CONFIG_ENV = "FLEETPLANE_CONFIG"
+USAGE_ERROR = 2
+
+
+def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
+    """A parent parser with the options of every command: configuration, credentials, OPA, the
+    Lease, the clock and the log level."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=os.environ.get(CONFIG_ENV),
+        help=f"rendered configuration document (JSON; `fleetplane render`); default ${CONFIG_ENV}",
+    )
+    common.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster service account, else $KUBECONFIG",
+    )
+    common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
+    common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
+    common.add_argument(
+        "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
+    )
+    common.add_argument("--lease-name", help=lease_name_help)
+    common.add_argument(
+        "--now",
+        type=float,
+        help="decide as if at this time (epoch seconds): replays and tests; default the clock",
+    )
+    common.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    return common
+
+
+def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Settings] | int:
+    """The configuration and the settings of a run (`overrides`: command-line settings beyond
+    the common ones); USAGE_ERROR, said on stderr, when --config is missing or invalid."""
+    from controller.config import ConfigProblems, Settings, load_config
+
+    if args.config is None:
+        print(f"--config (or ${CONFIG_ENV}) is required", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        fleet = load_config(args.config)
+        settings = Settings.from_config(
+            fleet,
+            opa_url=args.opa_url,
+            opa_ca_file=args.opa_ca_file,
+            lease_namespace=args.lease_namespace,
+            lease_name=args.lease_name,
+            **overrides,
+        )
+    except ConfigProblems as error:
+        print(str(error), file=sys.stderr)
+        return USAGE_ERROR
+    return fleet, settings
+
+
+def connect(args: argparse.Namespace, settings: Settings, log: Log) -> KubeClient | int:
+    """The Kubernetes client of a run; USAGE_ERROR, logged and said on stderr, without
+    credentials."""
+    from controller.errors import ControllerError
+    from controller.observe.kube import KubeClient
+
+    try:
+        return KubeClient.from_kubeconfig(
+            args.kubeconfig, timeout=settings.request_timeout_seconds * 3
+        )
+    except ControllerError as error:
+        log.error("kube.credentials", error=str(error))
+        print(f"no Kubernetes credentials: {error}", file=sys.stderr)
+        return USAGE_ERROR

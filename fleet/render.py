@@ -1,0 +1,139 @@
+"""Render the fleet configuration into the OPA data document (`data.fleetplane.config`).
+
+The shape is the contract in docs/contracts.md. Every default is filled in, so policies and
+the controller never guess; the controller reads its own section (`controller`) from the same
+document.
+
+    fleetplane render --stack local [--out FILE]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet import catalog
+from fleet.config import FleetConfig, PoolConfig, TeamConfig
+
+OPA_CA_MOUNT = "/etc/fleetplane/opa-ca"
+"""Where the controller CronJob mounts the CA of the in-cluster OPA."""
+CONFIG_MOUNT = "/etc/fleetplane/config"
+"""Where the controller CronJob mounts the rendered document."""
+CONFIG_FILE = "config.json"
+OPA_SERVICE_PORT = 443
+"""Port of the in-cluster OPA Service (HTTPS)."""
+CONFIG_ENV = "FLEETPLANE_CONFIG"
+"""Environment variable naming the rendered document inside the controller container."""
+
+
+def render_opa_data(config: FleetConfig) -> dict[str, Any]:
+    """The document OPA serves as `data.fleetplane.config`."""
+    return {
+        "namespaces": {ns: team.name for team in config.teams for ns in team.effective_namespaces},
+        "teams": {team.name: _team(config, team) for team in config.teams},
+        "models": {
+            name: _model(name, model.price_per_hour_usd) for name, model in config.models.items()
+        },
+        "workload_types": {
+            name: {
+                "max_accelerators": wt.max_accelerators,
+                "capacity": wt.capacity,
+                "priority_classes": [pc.name for pc in wt.priority_classes],
+                "default_max_runtime_seconds": wt.default_max_runtime_seconds,
+                "checkpoint_required_on_spot": wt.checkpoint_required_on_spot,
+                "budget_exempt": wt.budget_exempt,
+                "preemptible": wt.preemptible,
+                "min_runtime_seconds": wt.min_runtime_seconds,
+                "idle": wt.idle.model_dump() if wt.idle else None,
+                "max_idle_timeout_seconds": wt.max_idle_timeout_seconds,
+            }
+            for name, wt in config.workload_types.items()
+        },
+        "approval": config.approval.model_dump(),
+        "registries": list(config.registries),
+        "budget": config.budget.model_dump(),
+        "pools": {pool.name: _pool(config, pool) for pool in config.pools},
+        "upgrade": config.upgrade.model_dump(),
+        "gpu_operator": {"namespace": config.gpu_operator.namespace},
+        "controller": render_controller(config),
+    }
+
+
+def _team(config: FleetConfig, team: TeamConfig) -> dict[str, Any]:
+    resources = config.accelerator_resources()
+    return {
+        "namespaces": team.effective_namespaces,
+        "monthly_budget_usd": team.monthly_budget_usd,
+        "allowed_models": config.allowed_models(team),
+        "default_model": config.default_model(team),
+        "guaranteed": {r: team.guaranteed.get(r, 0) for r in resources},
+        "quota": {r: team.quota.get(r, 0) for r in resources},
+        "budget_exempt_types": list(team.budget_exempt_types),
+        "queue": team.name,
+    }
+
+
+def _model(name: str, prices: Any) -> dict[str, Any]:
+    model = catalog.MODELS[name]
+    return {
+        "resource": model.resource,
+        "node_label": model.node_label,
+        "label_value": model.label_value,
+        "price_per_hour_usd": prices.model_dump(by_alias=True),
+    }
+
+
+def _pool(config: FleetConfig, pool: PoolConfig) -> dict[str, Any]:
+    return {
+        "cluster": config.cluster_of(pool).name,
+        "model": pool.model,
+        "resource": pool.resource,
+        "capacity_type": pool.capacity_type,
+        "machine_type": pool.machine_type,
+        "accelerators_per_node": pool.accelerators,
+        "allocatable_per_node": pool.allocatable_per_node,
+        "min_nodes": pool.min_nodes,
+        "max_nodes": pool.max_nodes,
+        "max_unavailable": pool.max_unavailable,
+        "driver_manager": config.driver_manager(pool),
+        "driver_version": config.driver_version(pool),
+        "teams": list(pool.teams),
+    }
+
+
+def render_controller(config: FleetConfig) -> dict[str, Any]:
+    """The controller's section: its own settings, defaults resolved."""
+    settings = config.controller
+    opa_url: str
+    opa_ca_file: str | None
+    opa_service: str | None
+    if settings.opa_url is None:
+        # The in-cluster OPA Service (HTTPS on 443), verified with the CA the CronJob mounts.
+        # Its replicas each keep their own data, so spend goes to every ready one of them
+        # (found through the Service's EndpointSlices), not through the Service.
+        opa_url = f"https://{config.opa.name}.{config.system_namespace}.svc:{OPA_SERVICE_PORT}"
+        opa_ca_file = settings.opa_ca_file or f"{OPA_CA_MOUNT}/ca.crt"
+        opa_service = f"{config.system_namespace}/{config.opa.name}"
+    else:
+        opa_url = settings.opa_url
+        opa_ca_file = settings.opa_ca_file
+        opa_service = None
+    return {
+        "period_seconds": settings.period_seconds,
+        "schedule": cron_schedule(settings.period_seconds),
+        "preemption_pending_seconds": settings.preemption_pending_seconds,
+        "scrape_interval_seconds": config.gpu_operator.dcgm_scrape_interval_seconds,
+        "prometheus_url": settings.prometheus_url,
+        "opa_url": opa_url,
+        "opa_ca_file": opa_ca_file,
+        "opa_service": opa_service,
+        "dry_run": settings.dry_run,
+        "lease_name": settings.lease_name,
+        "namespace": config.system_namespace,
+        "image": settings.image,
+    }
+
+
+def cron_schedule(period_seconds: int) -> str:
+    """The CronJob schedule for a period of whole minutes dividing an hour."""
+    minutes = period_seconds // 60
+    return "* * * * *" if minutes == 1 else f"*/{minutes} * * * *" if minutes < 60 else "0 * * * *"

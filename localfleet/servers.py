@@ -1,0 +1,344 @@
+"""Real OPA and Prometheus servers on loopback, for tests, benchmarks and the local stack.
+
+Both are the pinned upstream binaries from tools/bin, started as child processes on free ports
+and stopped with their process group. Nothing here fakes a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.project import policies_dir
+from localfleet.binaries import bin_dir as pinned_bin_dir
+from localfleet.controlplane import (
+    ClusterError,
+    free_port,
+    proc_stat,
+    require_binaries,
+)
+from localfleet.processes import spawn
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process so far (Linux /proc), for the benchmarks."""
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ServerError(RuntimeError):
+    """A server could not be started, or answered with an error; the message says which."""
+
+
+def _request(method: str, url: str, body: Any = None, timeout: float = 10.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as error:
+        raise ServerError(
+            f"{method} {url}: HTTP {error.code}: {error.read().decode(errors='replace')}"
+        ) from error
+    except (urllib.error.URLError, OSError) as error:
+        raise ServerError(f"{method} {url}: {error}") from error
+    return json.loads(raw) if raw else None
+
+
+@dataclass
+class _Process:
+    name: str
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(self, cmd: list[str], cwd: Path | None = None) -> None:
+        self.proc = spawn(cmd, self.log_path, cwd=cwd)
+
+    def serve(
+        self,
+        command: Callable[[int], list[str]],
+        probe: Callable[[int], str],
+        port: int,
+        timeout: float,
+        cwd: Path | None = None,
+    ) -> int:
+        """Start a server on `port` (0: a free one) and wait until it answers; returns the port.
+
+        A free port is only free until someone binds it: when the server could not bind the
+        port it was given (another process took it in between), it is started again on another
+        one. Readiness is only believed while our own process is alive, so an answer from
+        whatever else listens on that port is never taken for ours."""
+        attempts = 1 if port else 3
+        for attempt in range(attempts):
+            chosen = port or free_port()
+            self.spawn(command(chosen), cwd=cwd)
+            try:
+                self.wait_ready(probe(chosen), timeout)
+            except ServerError:
+                bind_failed = "address already in use" in self.log_tail().lower()
+                if not bind_failed or attempt == attempts - 1:
+                    raise
+                self.stop()
+                continue
+            if self.proc is not None and self.proc.poll() is None:
+                return chosen
+            raise ServerError(f"{self.name} exited right after answering:\n{self.log_tail()}")
+        raise AssertionError("unreachable")
+
+    def wait_ready(self, probe: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            with (
+                contextlib.suppress(urllib.error.URLError, OSError),
+                urllib.request.urlopen(probe, timeout=1) as response,
+            ):
+                if response.status == 200:
+                    return
+            time.sleep(0.1)
+        raise ServerError(
+            f"{self.name} not ready at {probe} after {timeout:.0f}s:\n{self.log_tail()}"
+        )
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        self.proc = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return f"--- {self.name}: no log"
+        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- {self.name} ({self.log_path}):\n" + "\n".join(text)
+
+
+@dataclass
+class OpaServer:
+    """`opa run --server` on loopback with the project's policies (tests excluded) loaded.
+
+    With `tls` (certificate and key files) it also serves HTTPS on `https_host`:`https_port`,
+    as the in-cluster Deployment does; plain HTTP on loopback `port` stays (readiness, test
+    queries)."""
+
+    policies: Path = field(default_factory=policies_dir)
+    bin_dir: Path = field(default_factory=pinned_bin_dir)
+    work_dir: Path | None = None
+    port: int = 0
+    tls: tuple[Path, Path] | None = None
+    https_host: str = "127.0.0.1"
+    https_port: int = 0
+    _process: _Process | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        self.https_port = free_port()
+        cert, key = self.tls
+        return [
+            f"--addr=https://{self.https_host}:{self.https_port}",
+            f"--tls-cert-file={cert}",
+            f"--tls-private-key-file={key}",
+        ]
+
+    def start(self, *, timeout: float = 30.0) -> OpaServer:
+        from fleet.opa import OPA_RUN_FLAGS  # the flags every OPA of the project gets
+
+        binaries = _require(self.bin_dir, ("opa",))
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-opa-"))
+        self._process = _Process("opa", self.work_dir / "opa.log")
+        self.port = self._process.serve(
+            lambda port: [
+                str(binaries["opa"]),
+                "run",
+                "--server",
+                f"--addr=http://127.0.0.1:{port}",
+                *self._tls_args(),
+                "--log-level=error",
+                *OPA_RUN_FLAGS,
+                "--ignore=*_test.rego",
+                "--ignore=.*",
+                str(self.policies),
+            ],
+            lambda port: f"http://127.0.0.1:{port}/health",
+            self.port,
+            timeout,
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+
+    def log_tail(self) -> str:
+        return self._process.log_tail() if self._process else "--- opa: not started"
+
+    def put_data(self, path: str, document: Any) -> None:
+        _request("PUT", f"{self.url}/v1/data/{path.strip('/')}", document)
+
+    def query(self, path: str, input: Any = None) -> Any:
+        """POST /v1/data/<path>; the `result`, or ServerError when the rule is undefined."""
+        body = {} if input is None else {"input": input}
+        answer = _request("POST", f"{self.url}/v1/data/{path.strip('/')}", body)
+        if "result" not in answer:
+            raise ServerError(f"data.{path.replace('/', '.')} is undefined for this input")
+        return answer["result"]
+
+    def review(self, admission_review: dict[str, Any]) -> dict[str, Any]:
+        """POST / with an AdmissionReview: OPA answers with the `system.main` document."""
+        return dict(_request("POST", f"{self.url}/", admission_review))
+
+    def __enter__(self) -> OpaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a series: metric name, labels, value, timestamp (epoch seconds)."""
+
+    metric: str
+    labels: dict[str, str]
+    value: float
+    timestamp: float
+
+
+def openmetrics(samples: Iterable[Sample]) -> str:
+    """OpenMetrics text for promtool's backfill: one gauge family per metric, time-ordered."""
+    families: dict[str, list[Sample]] = {}
+    for sample in samples:
+        families.setdefault(sample.metric, []).append(sample)
+    lines: list[str] = []
+    for metric, items in families.items():
+        lines.append(f"# TYPE {metric} gauge")
+        for sample in sorted(items, key=lambda s: (sorted(s.labels.items()), s.timestamp)):
+            labels = ",".join(
+                f'{key}="{_escape(value)}"' for key, value in sorted(sample.labels.items())
+            )
+            lines.append(f"{metric}{{{labels}}} {sample.value} {sample.timestamp:.3f}")
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@dataclass
+class PrometheusServer:
+    """A real Prometheus whose TSDB was backfilled with the given samples by promtool."""
+
+    bin_dir: Path = field(default_factory=pinned_bin_dir)
+    work_dir: Path | None = None
+    port: int = 0
+    _process: _Process | None = field(default=None, init=False)
+    _temp: bool = field(default=False, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, samples: Iterable[Sample] = (), *, timeout: float = 60.0) -> PrometheusServer:
+        binaries = _require(self.bin_dir, ("prometheus", "promtool"))
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-prometheus-"))
+            self._temp = True
+        data = self.work_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        samples = list(samples)
+        if samples:
+            source = self.work_dir / "backfill.om"
+            source.write_text(openmetrics(samples))
+            result = subprocess.run(
+                [
+                    str(binaries["promtool"]),
+                    "tsdb",
+                    "create-blocks-from",
+                    "openmetrics",
+                    str(source),
+                    str(data),
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                raise ServerError(f"promtool backfill failed:\n{result.stdout}\n{result.stderr}")
+        config = self.work_dir / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 15s\n")
+        self._process = _Process("prometheus", self.work_dir / "prometheus.log")
+        self.port = self._process.serve(
+            lambda port: [
+                str(binaries["prometheus"]),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=400d",
+                "--log.level=warn",
+            ],
+            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            self.port,
+            timeout,
+            cwd=self.work_dir,
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+        if self._temp and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        return self._process.log_tail() if self._process else "--- prometheus: not started"
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Instant query; the result vector, or ServerError."""
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        answer = _request("GET", f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}")
+        if answer.get("status") != "success":
+            raise ServerError(f"query {promql!r} failed: {answer}")
+        return list(answer["data"]["result"])
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _require(bin_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    try:
+        return require_binaries(bin_dir, names)
+    except ClusterError as error:
+        raise ServerError(str(error)) from error

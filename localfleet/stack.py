@@ -1,0 +1,634 @@
+"""The local stack end to end, offline: the control plane with fake GPU and TPU nodes, a real
+`pulumi up` of the `local` stack, the OPA admission gate on loopback, one controller pass and a
+summary of the fleet.
+
+    fleetplane up        # the main job (`make up`)
+    fleetplane preview   # `pulumi preview --diff` against the running cluster
+    fleetplane status    # cluster, gate and stack at a glance
+    fleetplane env       # shell exports to run `pulumi` by hand
+    fleetplane down      # `pulumi destroy`, then stop everything
+
+`up`, in order:
+
+1. obtains the pinned tools (`tools.bootstrap`), the Pulumi CLI and Kubernetes provider among
+   them, and checks that the Python SDKs in the virtual environment match them;
+2. starts the local control plane with the fake fleet of the stack file (`localfleet.controlplane`,
+   detached), or reuses the running one;
+3. runs `pulumi up --yes` on the `local` stack: namespaces, quotas, priority classes, Volcano's
+   CRDs and queues, the admission gate (policies, data, serving certificate, webhook) and the
+   controller's CronJob (suspended);
+4. starts OPA on loopback from the gate's cluster objects, as the in-cluster Deployment would
+   mount them: HTTPS at `opa.external_url` for the webhook, plain HTTP at
+   `controller.opa_url` for the controller; and an (empty) Prometheus at
+   `controller.prometheus_url`;
+5. runs one controller pass (`fleetplane controller reconcile`) with the configuration the
+   CronJob would mount, and prints the fleet: accelerators per pool, quota and spend per team,
+   and the state of the gate.
+
+Pulumi runs offline with everything under `.fleet/`: a local file backend (`.fleet/pulumi`),
+`PULUMI_HOME` (`.fleet/pulumi-home`, where the Kubernetes provider is installed from
+tools/bin), no update check and no plugin downloads. The stack's secrets (the webhook's TLS
+key) use the passphrase provider with the fixed passphrase `LOCAL_PASSPHRASE`: it protects
+nothing beyond this machine's throwaway local state, and is documented so anyone can run
+`pulumi` on the local stack (`eval "$(fleetplane env)"`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shlex
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localfleet.controlplane import (
+    BIN_DIR,
+    ROOT,
+    LocalCluster,
+    _alive,
+    format_inventory,
+    inventory,
+)
+from localfleet.processes import spawn
+
+STACK = "local"
+LOCAL_PASSPHRASE = "fleetplane-local"
+"""Passphrase of the local stack's secrets provider: fixed and public on purpose (see above)."""
+STATE_DIR = ROOT / ".fleet"
+CONFIG_FILE_COMMANDS = {"up", "preview", "destroy", "refresh"}
+"""The `pulumi` commands that take `--config-file`."""
+POLICY_KEY_SEPARATOR = "__"
+"""ConfigMap keys stand for paths: `fleetplane__lib__keys.rego` is `fleetplane/lib/keys.rego`."""
+
+
+class StackError(RuntimeError):
+    """A step of the local stack failed; the message names the step and the cause."""
+
+
+@dataclass
+class Service:
+    """A detached loopback server (OPA, Prometheus) whose pid is kept in a file."""
+
+    name: str
+    work_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.work_dir / "pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.work_dir / f"{self.name}.log"
+
+    def pid(self) -> int | None:
+        if not self.pid_file.exists():
+            return None
+        pid = int(self.pid_file.read_text().strip())
+        return pid if _alive(pid) else None
+
+    def start(
+        self,
+        cmd: list[str],
+        ready: Callable[[], bool],
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.stop()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        proc = spawn(cmd, self.log_file, cwd=self.work_dir, env=env)
+        self.pid_file.write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StackError(f"{self.name} exited with {proc.returncode}:\n{self.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise StackError(f"{self.name} not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_file.exists():
+            return f"--- {self.name}: no log"
+        text = self.log_file.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- {self.name} ({self.log_file}):\n" + "\n".join(text)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.hostname is None or parsed.port is None:
+        raise StackError(f"{url}: expected scheme://HOST:PORT")
+    return parsed.hostname, parsed.port
+
+
+def _loopback(url: str) -> bool:
+    return urllib.parse.urlsplit(url).hostname in {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class LocalStack:
+    """The `local` stack and the loopback parts around it.
+
+    state_dir: where the cluster (`local/`), the Pulumi backend (`pulumi/`), PULUMI_HOME
+    (`pulumi-home/`) and the loopback services (`services/`) live. config_file: the stack
+    configuration to use instead of `stacks/Pulumi.local.yaml` (passed as `--config-file`);
+    its `fleetplane:kubeconfig` must name `<state_dir>/local/kubeconfig`.
+    """
+
+    state_dir: Path = STATE_DIR
+    config_file: Path | None = None
+    stack: str = STACK
+    passphrase: str = LOCAL_PASSPHRASE
+    bin_dir: Path = BIN_DIR
+    root: Path = ROOT
+    log: Callable[[str], None] = field(default=lambda message: None)
+
+    # paths -----------------------------------------------------------------------------------
+
+    @property
+    def python(self) -> Path:
+        """The virtual environment's interpreter (the one running this, under `make`)."""
+        venv = self.root / ".venv" / "bin" / "python"
+        return venv if venv.exists() else Path(sys.executable)
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.state_dir / "local"
+
+    @property
+    def backend_dir(self) -> Path:
+        return self.state_dir / "pulumi"
+
+    @property
+    def pulumi_home(self) -> Path:
+        return self.state_dir / "pulumi-home"
+
+    @property
+    def services_dir(self) -> Path:
+        return self.state_dir / "services"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.config_file or self.root / "stacks" / f"Pulumi.{self.stack}.yaml"
+
+    @property
+    def cluster(self) -> LocalCluster:
+        return LocalCluster(
+            data_dir=self.cluster_dir, bin_dir=self.bin_dir, keep=True, detach=True, log=self.log
+        )
+
+    @property
+    def opa(self) -> Service:
+        return Service("opa", self.services_dir / "opa")
+
+    @property
+    def prometheus(self) -> Service:
+        return Service("prometheus", self.services_dir / "prometheus")
+
+    def fleet(self) -> Any:
+        from fleet.config import load_stack_config
+
+        return load_stack_config(self.stack_file)
+
+    # pulumi ----------------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """The environment `pulumi` runs with: offline, local state, fixed passphrase."""
+        return {
+            "PULUMI_HOME": str(self.pulumi_home),
+            "PULUMI_BACKEND_URL": f"file://{self.backend_dir}",
+            "PULUMI_CONFIG_PASSPHRASE": self.passphrase,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            # Plugins come from PULUMI_HOME (exact versions) or beside `pulumi`, never from PATH.
+            "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+            "PULUMI_SKIP_CONFIRMATIONS": "true",
+            # The program and the provider of dynamic resources run with this interpreter
+            # (Pulumi.yaml names no virtualenv, see there).
+            "PULUMI_PYTHON_CMD": str(self.python),
+            "PATH": os.pathsep.join(
+                [str(self.bin_dir), str(self.python.parent), os.environ.get("PATH", "")]
+            ),
+        }
+
+    def pulumi(
+        self, *args: str, capture: bool = False, check: bool = True, stack: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the pinned `pulumi` in the project directory; with `stack`, on this stack (and
+        its configuration file, for the commands that run the program)."""
+        cmd = [str(self.bin_dir / "pulumi"), *args, "--non-interactive"]
+        if stack:
+            cmd += ["--stack", self.stack]
+        if self.config_file is not None and args and args[0] in CONFIG_FILE_COMMANDS:
+            cmd += ["--config-file", str(self.config_file)]
+        if not capture:
+            self.log("$ " + shlex.join(["pulumi", *cmd[1:]]))
+        result = subprocess.run(
+            cmd,
+            cwd=self.root,
+            env={**os.environ, **self.env()},
+            capture_output=capture,
+            text=True,
+        )
+        if check and result.returncode != 0:
+            detail = f":\n{result.stdout}\n{result.stderr}" if capture else ""
+            raise StackError(f"`pulumi {' '.join(args)}` exited {result.returncode}{detail}")
+        return result
+
+    # The bootstrap (tools/) is run as a process of the checkout, never imported: nothing of the
+    # product depends on how upstream binaries are obtained.
+    def ensure_tools(self) -> None:
+        result = subprocess.run([sys.executable, "-m", "tools.bootstrap"], cwd=self.root)
+        if result.returncode != 0:
+            raise StackError("the pinned tools could not be obtained (see the bootstrap's output)")
+
+    def pinned_versions(self) -> dict[str, str]:
+        """Tool name -> pinned version, as `python -m tools.bootstrap --list` prints them."""
+        result = subprocess.run(
+            [sys.executable, "-m", "tools.bootstrap", "--list"],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(f"cannot list the pinned tools: {result.stderr.strip()}")
+        return {
+            fields[0]: fields[1]
+            for fields in (line.split() for line in result.stdout.splitlines())
+            if len(fields) >= 2
+        }
+
+    def check_sdks(self) -> None:
+        """The Python SDKs must be the versions of the CLI and the provider: the SDK asks the
+        engine for the provider at its own version."""
+        tools = {name: version.lstrip("v") for name, version in self.pinned_versions().items()}
+        wanted = {
+            "pulumi": tools["pulumi"],
+            "pulumi-kubernetes": tools["pulumi-resource-kubernetes"],
+        }
+        for package, version in wanted.items():
+            try:
+                installed = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                installed = "none"
+            if installed != version:
+                raise StackError(
+                    f"the virtual environment has {package} {installed}, the pinned tools are "
+                    f"for {version}: run `make venv` (pip install -e '.[dev]')"
+                )
+
+    def ensure_provider(self) -> None:
+        """Install the Kubernetes provider from tools/bin into PULUMI_HOME, offline."""
+        version = self.pinned_versions()["pulumi-resource-kubernetes"]
+        binary = (self.bin_dir / "pulumi-resource-kubernetes").resolve()
+        installed = (
+            self.pulumi_home
+            / "plugins"
+            / f"resource-kubernetes-{version}"
+            / "pulumi-resource-kubernetes"
+        )
+        if installed.exists() and _digest(installed) == _digest(binary):
+            return
+        self.pulumi(
+            "plugin",
+            "install",
+            "resource",
+            "kubernetes",
+            version,
+            "--file",
+            str(binary),
+            "--reinstall",
+            stack=False,
+        )
+
+    def ensure_stack(self) -> None:
+        self.backend_dir.mkdir(parents=True, exist_ok=True)
+        listed = self.pulumi("stack", "ls", "--json", capture=True, stack=False)
+        names = {entry["name"].rsplit("/", 1)[-1] for entry in json.loads(listed.stdout or "[]")}
+        if self.stack not in names:
+            self.pulumi(
+                "stack", "init", self.stack, "--secrets-provider", "passphrase", stack=False
+            )
+
+    def resource_count(self) -> int:
+        exported = self.pulumi("stack", "export", capture=True)
+        deployment = json.loads(exported.stdout).get("deployment", {})
+        return len(deployment.get("resources") or [])
+
+    # the cluster -----------------------------------------------------------------------------
+
+    def check_kubeconfig(self) -> None:
+        from fleet.config import KUBECONFIG_CONFIG_KEY, read_stack_file
+
+        configured = read_stack_file(self.stack_file).get(KUBECONFIG_CONFIG_KEY)
+        expected = self.cluster_dir / "kubeconfig"
+        path = Path(str(configured or "")).expanduser()
+        if not path.is_absolute():
+            path = self.root / path
+        if path.resolve() != expected.resolve():
+            raise StackError(
+                f"{self.stack_file}: {KUBECONFIG_CONFIG_KEY} is {configured!r}; the local "
+                f"cluster writes its kubeconfig to {expected}"
+            )
+
+    def start_cluster(self) -> bool:
+        """Start the control plane with the stack's fake fleet; False when it already runs."""
+        from localfleet.fakenodes import fake_nodes, local_fake_pools
+
+        cluster = self.cluster
+        if cluster.running_pids():
+            self.log(f"local control plane already running ({cluster.kubeconfig})")
+            return False
+        if self.cluster_dir.exists():
+            cluster.stop()
+        started = time.monotonic()
+        cluster.start()
+        cluster.create_nodes(fake_nodes(local_fake_pools(self.fleet())))
+        self.log(f"control plane and fake fleet up in {time.monotonic() - started:.1f}s")
+        return True
+
+    # the gate, Prometheus and the controller -------------------------------------------------
+
+    def start_gate(self) -> None:
+        """OPA on loopback, loaded from the gate's cluster objects: HTTPS at opa.external_url
+        (the webhook), plain HTTP at controller.opa_url (the controller)."""
+        fleet = self.fleet()
+        if fleet.opa.external_url is None:
+            self.log("no admission gate outside the cluster in this stack (opa.external_url)")
+            return
+        cluster, ns, name = self.cluster, fleet.system_namespace, fleet.opa.name
+        policies = cluster.get_json("configmap", f"{name}-policies", "-n", ns).get("data", {})
+        data = cluster.get_json("configmap", f"{name}-data", "-n", ns).get("data", {})
+        secret = cluster.get_json("secret", f"{name}-tls", "-n", ns).get("data", {})
+        work = self.opa.work_dir
+        for sub in ("policies", "data", "certs"):
+            target = work / sub
+            if target.exists():
+                for path in sorted(target.rglob("*"), reverse=True):
+                    path.unlink() if path.is_file() else path.rmdir()
+            target.mkdir(parents=True, exist_ok=True)
+        for key, text in policies.items():
+            path = work / "policies" / key.replace(POLICY_KEY_SEPARATOR, "/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        (work / "data" / "data.json").write_text(data["config.json"])
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            path = work / "certs" / key
+            path.write_bytes(base64.b64decode(secret[key]))
+            path.chmod(0o600)
+        from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
+
+        host, port = _host_port(fleet.opa.external_url)
+        addrs = [f"--addr=https://{host}:{port}"]
+        plain = fleet.controller.opa_url
+        if plain and plain.startswith("http://") and _loopback(plain):
+            addrs.append("--addr=http://{}:{}".format(*_host_port(plain)))
+        context = ssl.create_default_context(cafile=str(work / "certs" / "ca.crt"))
+        self.opa.start(
+            [
+                str(self.bin_dir / "opa"),
+                "run",
+                "--server",
+                *addrs,
+                f"--tls-cert-file={work / 'certs' / 'tls.crt'}",
+                f"--tls-private-key-file={work / 'certs' / 'tls.key'}",
+                "--log-level=error",
+                "--disable-telemetry",
+                *OPA_RUN_FLAGS,
+                "--ignore=.*",
+                str(work / "policies"),
+                str(work / "data"),
+            ],
+            ready=lambda: _http_ok(f"https://{host}:{port}/health", context),
+            env=OPA_GC_ENV,  # the GC settings the in-cluster Deployment gives OPA
+        )
+        self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
+
+    def start_prometheus(self) -> None:
+        url = self.fleet().controller.prometheus_url
+        if not _loopback(url):
+            return
+        host, port = _host_port(url)
+        work = self.prometheus.work_dir
+        (work / "data").mkdir(parents=True, exist_ok=True)
+        (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+        self.prometheus.start(
+            [
+                str(self.bin_dir / "prometheus"),
+                f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address={host}:{port}",
+                "--log.level=warn",
+            ],
+            ready=lambda: _http_ok(f"{url}/-/ready"),
+        )
+        self.log(f"Prometheus at {url}")
+
+    def controller_config(self) -> Path:
+        """The rendered configuration the CronJob mounts, read from its ConfigMap."""
+        from components.controller_job import CONTROLLER_NAME
+        from fleet.render import CONFIG_FILE
+
+        fleet = self.fleet()
+        configmap = self.cluster.get_json(
+            "configmap", f"{CONTROLLER_NAME}-config", "-n", fleet.system_namespace
+        )
+        path = self.services_dir / "controller" / CONFIG_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(configmap["data"][CONFIG_FILE])
+        return path
+
+    def controller_pass(self) -> int | None:
+        """One real `fleetplane controller reconcile` pass, as the CronJob runs it."""
+        fleet = self.fleet()
+        cmd = [
+            sys.executable,
+            "-m",
+            "fleetplane",
+            "controller",
+            "reconcile",
+            "--config",
+            str(self.controller_config()),
+            "--kubeconfig",
+            str(self.cluster_dir / "kubeconfig"),
+        ]
+        if fleet.controller.opa_url:
+            cmd += ["--opa-url", fleet.controller.opa_url]
+        cmd += ["--prometheus-url", fleet.controller.prometheus_url]
+        self.log("$ " + shlex.join(["fleetplane", *cmd[3:]]))
+        log_path = self.services_dir / "controller" / "reconcile.log"
+        with open(log_path, "w") as log:
+            result = subprocess.run(
+                cmd, cwd=self.root, stdout=log, stderr=subprocess.STDOUT, timeout=600
+            )
+        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        for line in tail:
+            self.log(f"  {line}")
+        return result.returncode
+
+    # summary ---------------------------------------------------------------------------------
+
+    def summary(self, controller_exit: int | None = None) -> str:
+        fleet = self.fleet()
+        cluster = self.cluster
+        lines = [format_inventory(inventory(cluster.get_json("nodes")["items"])), ""]
+        quotas = cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
+        spend = self._spend(fleet)
+        lines.append(f"{'TEAM':12} {'NAMESPACES':24} {'QUOTA (used/hard)':36} {'SPEND (month)'}")
+        for team in fleet.teams:
+            namespaces = team.effective_namespaces
+            used: list[str] = []
+            for quota in quotas:
+                if quota["metadata"]["namespace"] not in namespaces:
+                    continue
+                status = quota.get("status", {})
+                for key, hard in sorted(status.get("hard", {}).items()):
+                    resource = key.removeprefix("requests.")
+                    used.append(f"{resource} {status.get('used', {}).get(key, '0')}/{hard}")
+            spent = spend.get(team.name, {}).get("usd")
+            money = (
+                f"${spent:,.2f} of ${team.monthly_budget_usd:,.0f}"
+                if isinstance(spent, int | float)
+                else f"- of ${team.monthly_budget_usd:,.0f}"
+            )
+            lines.append(
+                f"{team.name:12} {','.join(namespaces):24} {', '.join(used) or '-':36} {money}"
+            )
+        lines += ["", self._gate_status(fleet)]
+        for cluster_config in fleet.clusters:
+            if not cluster_config.helm_charts:
+                lines.append(
+                    f"helm charts: off in cluster {cluster_config.name!r} (offline): the GPU "
+                    "Operator and the Volcano scheduler are not installed; Volcano's CRDs and "
+                    "the team queues are"
+                )
+        if controller_exit is not None:
+            state = "ok" if controller_exit == 0 else f"failed (exit {controller_exit})"
+            lines.append(f"controller: one reconcile pass {state}")
+        lines += [
+            "",
+            f"export KUBECONFIG={self.cluster_dir / 'kubeconfig'}",
+            'eval "$(fleetplane env)"   # then: pulumi preview --diff --stack ' + self.stack,
+        ]
+        return "\n".join(lines)
+
+    def _spend(self, fleet: Any) -> dict[str, Any]:
+        url = fleet.controller.opa_url
+        if not url or self.opa.pid() is None:
+            return {}
+        try:
+            with urllib.request.urlopen(f"{url}/v1/data/fleetplane/spend", timeout=5) as answer:
+                result = json.loads(answer.read()).get("result")
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+        return result if isinstance(result, dict) else {}
+
+    def _gate_status(self, fleet: Any) -> str:
+        found = self.cluster.kubectl(
+            "get", "validatingwebhookconfiguration", fleet.opa.name, "-o", "json", check=False
+        )
+        if found.returncode != 0:
+            return "policy gate: no webhook declared"
+        (hook,) = json.loads(found.stdout)["webhooks"]
+        target = hook["clientConfig"].get("url") or "the in-cluster OPA Service"
+        state = "OPA not running"
+        if fleet.opa.external_url is not None and self.opa.pid() is not None:
+            host, port = _host_port(fleet.opa.external_url)
+            context = ssl.create_default_context(cafile=str(self.opa.work_dir / "certs/ca.crt"))
+            if _http_ok(f"https://{host}:{port}/health", context):
+                state = "OPA healthy"
+        return (
+            f"policy gate: enforcing on namespaces labelled fleetplane.dev/team, webhook -> "
+            f"{target} (failurePolicy {hook['failurePolicy']}), {state}"
+        )
+
+    # commands --------------------------------------------------------------------------------
+
+    def up(self, *, controller: bool = True) -> str:
+        self.ensure_tools()
+        self.check_sdks()
+        self.check_kubeconfig()
+        fresh = self.start_cluster()
+        self.ensure_provider()
+        self.ensure_stack()
+        args = ["up", "--yes"]
+        if fresh and self.resource_count() > 0:
+            # The state describes objects of an earlier cluster: read the new one first.
+            args.append("--refresh")
+        started = time.monotonic()
+        self.pulumi(*args)
+        self.log(f"pulumi up of stack {self.stack!r} took {time.monotonic() - started:.1f}s")
+        self.start_gate()
+        self.start_prometheus()
+        exit_code = self.controller_pass() if controller else None
+        return self.summary(exit_code)
+
+    def preview(self, *extra: str) -> None:
+        self._require_cluster()
+        self.ensure_provider()
+        self.ensure_stack()
+        self.pulumi("preview", "--diff", *extra)
+
+    def down(self, *, keep: bool = False) -> None:
+        cluster = self.cluster
+        if cluster.running_pids() and self.pulumi_home.exists():
+            self.ensure_provider()
+            self.ensure_stack()
+            self.pulumi("destroy", "--yes")
+        self.opa.stop()
+        self.prometheus.stop()
+        cluster.keep = keep
+        cluster.stop()
+        self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))
+
+    def status(self) -> str:
+        if not self.cluster.running_pids():
+            return "local control plane: not running"
+        return self.summary()
+
+    def _require_cluster(self) -> None:
+        if not self.cluster.running_pids():
+            raise StackError("the local control plane is not running: `fleetplane up`")
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,367 @@
+"""The replay's objects: jobs (one per trace pod, one pod per attempt), nodes and pools, and the
+Kubernetes-shaped views the admission gate and the controller's decisions see of them.
+
+A job's pods are what a user or a Job controller would create: a Pod labelled with its workload
+type, in its team's namespace, with the priority class, node selector, tolerations and
+annotations the admission gate asks for (`pod_manifest`). The controller sees the slim `Pod`
+of `controller.observe.model` built from the same fields (`Job.view`), and nodes as
+`controller.observe.model.Node` with the labels and taints `fleet.nodes` gives a pool.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.observe.model import Node, Pod
+from fleet import labels as keys
+from fleet.config import PoolConfig
+from fleet.nodes import node_taints, observed_labels
+from replay.scenarios import Scenario
+from replay.workloads import Workload
+
+TERMINATION_GRACE_SECONDS = 30
+"""Kubernetes' default terminationGracePeriodSeconds: GPUs stay held this long after a pod is
+evicted or deleted."""
+
+
+class State(enum.Enum):
+    WAITING = "waiting"  # not submitted yet, or stopped and about to be submitted again
+    PENDING = "pending"  # admitted, not placed
+    RUNNING = "running"
+    DONE = "done"
+    DENIED = "denied"  # a submission was refused by the admission gate
+    RECLAIMED = "reclaimed"  # reclaimed while idle for the rest of its life
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSpec:
+    """A pool as the replay runs it."""
+
+    config: PoolConfig
+    gpus_per_node: int
+    price_per_gpu_hour: float
+    labels: dict[str, str]
+    taints: tuple[dict[str, Any], ...]
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def spot(self) -> bool:
+        return self.config.capacity_type == "spot"
+
+    def node_view(self, name: str) -> Node:
+        return Node(
+            name=name,
+            labels={**self.labels, "kubernetes.io/hostname": name},
+            allocatable={self.config.resource: self.gpus_per_node},
+            taints=self.taints,
+            ready=True,
+            unschedulable=False,
+        )
+
+
+def pool_specs(scenario: Scenario) -> list[PoolSpec]:
+    specs = []
+    for pool in scenario.fleet.pools:
+        if pool.accelerator.is_tpu:
+            continue
+        prices = scenario.fleet.models[pool.model].price_per_hour_usd
+        specs.append(
+            PoolSpec(
+                config=pool,
+                gpus_per_node=pool.allocatable_per_node,
+                price_per_gpu_hour=prices.spot
+                if pool.capacity_type == "spot"
+                else prices.on_demand,
+                labels=observed_labels(scenario.fleet, pool),
+                taints=tuple(node_taints(pool)),
+            )
+        )
+    return specs
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class SimNode:
+    name: str
+    pool: PoolSpec
+    requested_at: float
+    ready_at: float
+    view: Node
+    free: int
+    ready: bool = False
+    gone_at: float | None = None
+    jobs: list[Job] = field(default_factory=list)
+    ghosts: list[Ghost] = field(default_factory=list)
+    empty_since: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.jobs and not self.ghosts
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class Ghost:
+    """A pod that was evicted or deleted and still holds its GPUs for the grace period; its
+    job has moved on (a replacement may already be pending)."""
+
+    view: Pod
+    node: SimNode
+    gpus: int
+    team: str
+    hold_start: float
+    release_at: float
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class Job:
+    """One trace pod through the replay: its attempts (pods), progress and what befell it."""
+
+    workload: Workload
+    gpus: int
+    capacity: str
+    namespace: str
+    priority_class: str
+    priority: int
+    template: dict[str, Any]
+    """Labels, annotations and spec shared by every pod of the job."""
+    state: State = State.WAITING
+    attempt: int = 0
+    progress: float = 0.0
+    """Progress (seconds of running) when the current run started, or when it stopped."""
+    checkpoint: float = 0.0
+    """Progress of the last completed checkpoint."""
+    run_start: float | None = None
+    node: SimNode | None = None
+    submitted_at: float | None = None
+    """First submission (the trace's creation time)."""
+    attempt_created: float = 0.0
+    pending_since: float | None = None
+    first_start: float | None = None
+    finished_at: float | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations the controller wrote on the current pod."""
+    view_cache: Pod | None = None
+    view_checkpoint: float | None = None
+    quota_blocked: bool = False
+    _segment: int = 0
+    # What befell it.
+    preempted: int = 0
+    interrupted: int = 0
+    reclaimed: int = 0
+    lost_seconds: float = 0.0
+    """Progress lost to preemption and interruptions (per GPU)."""
+    denied_rules: tuple[str, ...] = ()
+
+    @property
+    def team(self) -> str:
+        return self.workload.team
+
+    @property
+    def workload_type(self) -> str:
+        return self.workload.workload_type
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload.pod.name}-{self.attempt}"  # pod_name(attempt), inlined: hot
+
+    @property
+    def uid(self) -> str:
+        return f"replay-{self.workload.index}-{self.attempt}"  # pod_uid(attempt), inlined: hot
+
+    def pod_name(self, attempt: int) -> str:
+        return f"{self.workload.pod.name}-{attempt}"
+
+    def pod_uid(self, attempt: int) -> str:
+        return f"replay-{self.workload.index}-{attempt}"
+
+    def progress_at(self, now: float) -> float:
+        if self.state is State.RUNNING and self.run_start is not None:
+            return self.progress + (now - self.run_start)
+        return self.progress
+
+    def util_at(self, now: float) -> float:
+        """Utilisation now (percent), remembering the profile segment: progress only grows
+        within a run, so the next look starts where the last one ended."""
+        profile = self.workload.profile
+        p = self.progress_at(now)
+        ends = profile.ends
+        i = self._segment
+        last = len(ends) - 1
+        if i > last or p < (ends[i - 1] if i > 0 else 0.0):
+            i = min(bisect.bisect_right(ends, p), last)
+        elif i < last and p >= ends[i]:
+            i += 1
+            if i < last and p >= ends[i]:
+                i = min(bisect.bisect_right(ends, p), last)
+        self._segment = i
+        return profile.utils[i]
+
+    def checkpoint_at(self, now: float) -> float:
+        """Progress of the last checkpoint reached by `now` (checkpointing types only)."""
+        every = self.workload.checkpoint_seconds
+        if not every or self.state is not State.RUNNING:
+            return self.checkpoint
+        return max(self.checkpoint, math.floor(self.progress_at(now) / every) * every)
+
+    def checkpoint_time(self, now: float) -> float | None:
+        """When the current pod wrote its last checkpoint (trace seconds), None before its
+        first one."""
+        if self.run_start is None or self.state is not State.RUNNING:
+            return None
+        reached = self.checkpoint_at(now)
+        if reached <= self.progress:
+            return None
+        return self.run_start + (reached - self.progress)
+
+    def invalidate(self) -> None:
+        self.view_cache = None
+
+    def view(self, now: float, epoch: float) -> Pod:
+        """The controller's slim view of the current pod."""
+        checkpoint = self.checkpoint_time(now)
+        if self.view_cache is not None and checkpoint == self.view_checkpoint:
+            return self.view_cache
+        annotations = dict(self.template["annotations"])
+        annotations.update(self.annotations)
+        if checkpoint is not None:
+            annotations[keys.LAST_CHECKPOINT] = str(int(epoch + checkpoint))
+        running = self.state is State.RUNNING
+        spec = self.template["spec"]
+        pod = Pod(
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            resource_version=str(self.attempt + 1),
+            labels=dict(self.template["labels"]),
+            annotations=annotations,
+            owner=None,
+            node_name=self.node.name if running and self.node else None,
+            phase="Running" if running else "Pending",
+            priority=self.priority,
+            priority_class=self.priority_class,
+            demand={keys.GPU_RESOURCE: self.gpus},
+            created=epoch + self.attempt_created,
+            started=epoch + self.run_start if running and self.run_start is not None else None,
+            finished=None,
+            deleting=False,
+            unschedulable_since=(
+                epoch + self.pending_since
+                if self.state is State.PENDING and self.pending_since is not None
+                else None
+            ),
+            node_selector=dict(spec["nodeSelector"]),
+            tolerations=tuple(dict(t) for t in spec["tolerations"]),
+            grace_seconds=TERMINATION_GRACE_SECONDS,
+            containers=tuple(
+                {"name": c["name"], "image": c["image"], "resources": c["resources"]}
+                for c in spec["containers"]
+            ),
+        )
+        self.view_cache = pod
+        self.view_checkpoint = checkpoint
+        return pod
+
+    def manifest(self, attempt: int | None = None) -> dict[str, Any]:
+        """The Pod a submission creates (what the admission gate reviews): the current
+        attempt's, or another attempt's of the same job."""
+        n = self.attempt if attempt is None else attempt
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.pod_name(n),
+                "namespace": self.namespace,
+                "uid": self.pod_uid(n),
+                "labels": dict(self.template["labels"]),
+                "annotations": dict(self.template["annotations"]),
+            },
+            "spec": self.template["spec"],
+        }
+
+    def review(self, attempt: int | None = None) -> dict[str, Any]:
+        """The AdmissionReview the API server sends for the pod's CREATE (the current
+        attempt's, or another attempt's)."""
+        pod = self.manifest(attempt)
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": pod["metadata"]["uid"],
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "operation": "CREATE",
+                "namespace": self.namespace,
+                "name": pod["metadata"]["name"],
+                "object": pod,
+                "oldObject": None,
+                "userInfo": {"username": f"{self.team}-user", "groups": ["system:authenticated"]},
+            },
+        }
+
+
+def job_for(workload: Workload, scenario: Scenario) -> Job:
+    """The job of a workload in a scenario: where it is submitted and what its pods carry."""
+    fleet = scenario.fleet
+    kind = workload.workload_type
+    wt = fleet.workload_types[kind]
+    team = fleet.team(workload.team)
+    namespace = team.effective_namespaces[0]
+    capacity = scenario.capacity_of(kind)
+    classes = wt.priority_classes
+    pc = classes[1] if workload.high_priority and len(classes) > 1 else classes[0]
+    gpu_pools = [p for p in fleet.pools if not p.accelerator.is_tpu]
+    pool = next((p for p in gpu_pools if p.capacity_type == capacity), gpu_pools[0])
+    model = pool.accelerator
+    selector = {model.node_label: model.label_value}
+    tolerations: list[dict[str, Any]] = [
+        {"key": keys.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    if capacity == "spot":
+        selector[keys.CAPACITY_TYPE] = "spot"
+        tolerations.append(
+            {
+                "key": keys.CAPACITY_TYPE,
+                "operator": "Equal",
+                "value": "spot",
+                "effect": "NoSchedule",
+            }
+        )
+    annotations: dict[str, str] = {}
+    if workload.checkpoint_seconds:
+        annotations[keys.CHECKPOINT_LOCATION] = (
+            f"s3://{workload.team}-checkpoints/{workload.pod.name}"
+        )
+    if wt.max_idle_timeout_seconds is not None:
+        annotations[keys.IDLE_TIMEOUT_SECONDS] = str(min(3600, wt.max_idle_timeout_seconds))
+    registry = fleet.registries[0] if fleet.registries else "nvcr.io/"
+    template = {
+        "labels": {keys.WORKLOAD_TYPE: kind, "app.kubernetes.io/name": kind},
+        "annotations": annotations,
+        "spec": {
+            "priorityClassName": pc.name,
+            "nodeSelector": selector,
+            "tolerations": tolerations,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": f"{registry.rstrip('/')}/replay/{kind}:1",
+                    "resources": {"limits": {keys.GPU_RESOURCE: str(workload.gpus)}},
+                }
+            ],
+        },
+    }
+    return Job(
+        workload=workload,
+        gpus=workload.gpus,
+        capacity=capacity,
+        namespace=namespace,
+        priority_class=pc.name,
+        priority=pc.value,
+        template=template,
+    )
