@@ -31,18 +31,17 @@ from controller.upgrade import states
 from controller.upgrade.consumers import Role
 from controller.upgrade.limits import DAYS, Window, resolve_max_unavailable
 from controller.upgrade.observe import NodeView, PodView, Terminated, UpgradeSnapshot
-from controller.upgrade.plan import (
+from controller.upgrade.plan import Plan, plan_pass
+from controller.upgrade.settings import PoolTarget, UpgradeSettings
+from controller.upgrade.states import Detail
+from controller.upgrade.steps import (
     Cordon,
     CreateValidator,
     DeleteValidator,
     Evict,
-    Plan,
     RestartDriver,
     Uncordon,
-    plan_pass,
 )
-from controller.upgrade.settings import PoolTarget, UpgradeSettings
-from controller.upgrade.states import Detail
 from controller.upgrade.validator import termination_message
 from fleet import labels as keys
 

@@ -6,7 +6,7 @@ pass would make, for reporting; `clear_failure` is an operator clearing a failed
 command line (`fleetplane controller upgrade ...`).
 """
 
-from controller.upgrade.plan import Plan, PoolReport, Step, plan_pass
+from controller.upgrade.plan import Plan, PoolReport, plan_pass
 from controller.upgrade.rollout import (
     PassResult,
     clear_failure,
@@ -14,6 +14,7 @@ from controller.upgrade.rollout import (
     upgrade_status,
 )
 from controller.upgrade.settings import UpgradeSettings, upgrade_settings
+from controller.upgrade.steps import Step
 
 __all__ = [
     "PassResult",

@@ -32,12 +32,12 @@ from controller.log import Log
 from controller.observe.kube import KubeClient, object_path, pod_path
 from controller.upgrade import states
 from controller.upgrade.observe import PodView
-from controller.upgrade.plan import (
+from controller.upgrade.plan import Plan
+from controller.upgrade.steps import (
     Cordon,
     CreateValidator,
     DeleteValidator,
     Evict,
-    Plan,
     RestartDriver,
     Step,
     Uncordon,

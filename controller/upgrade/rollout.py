@@ -34,8 +34,9 @@ from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.summary import Summary
 from controller.upgrade.act import ActReport, act_on_plan, node_path, node_ref, write_state
+from controller.upgrade.handlers import clear_step
 from controller.upgrade.observe import UpgradeSnapshot, node_view, take_upgrade_snapshot
-from controller.upgrade.plan import Plan, clear_step, plan_pass
+from controller.upgrade.plan import Plan, plan_pass
 from controller.upgrade.settings import UpgradeSettings
 
 LEASE_SUFFIX = "-upgrade"

@@ -10,21 +10,19 @@ import pytest
 
 from controller.observe.model import DisruptionBudget
 from controller.upgrade import states
+from controller.upgrade.handlers import clear_step
 from controller.upgrade.observe import UpgradeSnapshot
-from controller.upgrade.plan import (
-    CURRENT,
+from controller.upgrade.plan import CURRENT, Plan, plan_pass
+from controller.upgrade.settings import PoolTarget, UpgradeSettings
+from controller.upgrade.steps import (
     Cordon,
     CreateValidator,
     DeleteValidator,
     Evict,
-    Plan,
     RestartDriver,
     Step,
     Uncordon,
-    clear_step,
-    plan_pass,
 )
-from controller.upgrade.settings import PoolTarget, UpgradeSettings
 from tests.controller.upgrade.builders import (
     ALWAYS,
     NEW,
@@ -580,7 +578,7 @@ def test_the_snapshot_logs_a_malformed_checkpoint() -> None:
 
 
 def test_every_state_has_a_handler_or_is_terminal() -> None:
-    from controller.upgrade.plan import HANDLERS
+    from controller.upgrade.handlers import HANDLERS
 
     assert set(HANDLERS) | {states.UPGRADE_FAILED} == {"", *states.STATES}
 
