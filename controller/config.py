@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from controller.errors import PermanentError
+from fleet.problems import grace_longer_than_window
 
 
 class ConfigProblems(PermanentError):
@@ -89,17 +90,6 @@ class FleetView:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:
-    """The problem of an idle rule whose grace outlasts its window. The same words as
-    `fleet.config.grace_longer_than_window` (which the controller does not import: it
-    pulls in pydantic), so a stack and a hand-written document get the same message."""
-    return (
-        f"{grace_seconds:g}s is longer than idle.window_seconds ({window_seconds:g}s): a warning "
-        "counts only inside one window, so the pod would be warned again every window and never "
-        "reclaimed; make grace_seconds at most window_seconds"
-    )
 
 
 def parse_config(raw: Any) -> FleetView:

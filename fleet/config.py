@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from fleet import catalog, labels
+from fleet.problems import grace_longer_than_window
 
 STACK_CONFIG_KEY = "fleetplane:fleet"
 """The stack configuration key that holds the fleet."""
@@ -985,16 +986,6 @@ def _check_tpu_pool(pool: PoolConfig, model: catalog.AcceleratorModel, at: str, 
             f"{at}.min_nodes",
             f"{slice_}, scaled as a whole: set min_nodes to 0 or {hosts}",
         )
-
-
-def grace_longer_than_window(grace_seconds: float, window_seconds: float) -> str:
-    """The problem of an idle rule whose grace outlasts its window (the controller's
-    `parse_config` reports it with the same words)."""
-    return (
-        f"{grace_seconds:g}s is longer than idle.window_seconds ({window_seconds:g}s): a warning "
-        "counts only inside one window, so the pod would be warned again every window and never "
-        "reclaimed; make grace_seconds at most window_seconds"
-    )
 
 
 def _check_workload_types(config: FleetConfig, add: Any) -> None:

@@ -18,6 +18,7 @@ from fleet.config import (
     load_stack_config,
     parse_fleet,
 )
+from fleet.render import render_opa_data
 from tests.commands import fleetplane
 from tests.components.component_testkit import REPO_ROOT, minimal_raw_fleet
 
@@ -298,10 +299,16 @@ def test_an_idle_grace_longer_than_the_window_is_refused() -> None:
 
 
 def test_the_controller_refuses_a_long_grace_in_the_same_words() -> None:
-    from controller.config import grace_longer_than_window as controller_words
-    from fleet.config import grace_longer_than_window as stack_words
+    """A rendered document edited by hand gets, from the controller, the words a stack gets."""
+    from controller.config import ConfigProblems, parse_config
+    from fleet.problems import grace_longer_than_window
 
-    assert stack_words(1800, 600) == controller_words(1800, 600)
+    document = render_opa_data(parse_fleet(minimal_raw_fleet()))
+    idle = next(wt["idle"] for wt in document["workload_types"].values() if wt["idle"])
+    idle["grace_seconds"], idle["window_seconds"] = 1800, 600
+    with pytest.raises(ConfigProblems) as caught:
+        parse_config(document)
+    assert grace_longer_than_window(1800, 600) in str(caught.value)
 
 
 def test_defaults_are_documented_on_every_field() -> None:
