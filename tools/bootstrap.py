@@ -551,6 +551,8 @@ def pinned_tools() -> list[Tool]:
                 "kube-apiserver",
                 "kube-controller-manager",
                 "kube-scheduler",
+                "kubelet",
+                "kube-proxy",
                 "kubectl",
             ),
             obtain=_build_kube,

@@ -29,7 +29,7 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
     assert tools["pulumi"].version.startswith("v3.")
     assert tools["pulumi-resource-kubernetes"].version.startswith("v4.")
     assert tools["kube"].version.startswith("v1.")
-    assert "kube-apiserver" in tools["kube"].binaries and "kubectl" in tools["kube"].binaries
+    assert {"kube-apiserver", "kubelet", "kube-proxy", "kubectl"} <= set(tools["kube"].binaries)
     assert tools["volcano"].version == "v1.15.1"
     assert {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "volcano-crds.yaml"} <= (
         set(tools["volcano"].binaries)
