@@ -2,9 +2,10 @@
 
 Every tool comes from a package registry this machine reaches: Go tools are built from the Go
 module proxy through the wrapper modules under tools/go/ (their go.mod/go.sum pin versions and
-checksums), Prometheus comes from Debian's archive. Built binaries live in a per-user cache keyed
-by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same machine reuses
-them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
+checksums); Prometheus and its companions, containerd, runc, the CNI plugins, the registry and
+catatonit come from Debian's archive (unpacked, not installed). Built binaries live in a per-user
+cache keyed by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same
+machine reuses them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
 
     python -m tools.bootstrap            # obtain everything missing, print a line per tool
     python -m tools.bootstrap --list     # show what is pinned and whether it is cached
@@ -221,11 +222,21 @@ def _pulumi_env() -> dict[str, str]:
     return env
 
 
-def _module_dir(tool: Tool, module_dir: Path, module: str, version: str) -> Path:
+def _module_dir(
+    tool: Tool,
+    module_dir: Path,
+    module: str,
+    version: str,
+    *,
+    env: dict[str, str] | None = None,
+    expected_sum: str = "",
+) -> Path:
+    """The module's folder in the module cache, downloaded if need be. expected_sum pins the
+    checksum of a module that no go.sum covers (one the wrapper replaces by a folder)."""
     result = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
         cwd=module_dir,
-        env=_pulumi_env(),
+        env=env or _pulumi_env(),
         capture_output=True,
         text=True,
     )
@@ -234,6 +245,12 @@ def _module_dir(tool: Tool, module_dir: Path, module: str, version: str) -> Path
         raise BootstrapError(
             f"could not obtain {tool.name} {tool.version}: {module}@{version}: "
             f"{(result.stderr or result.stdout).strip()}"
+        )
+    checksum = re.search(r'"Sum":\s*"([^"]+)"', result.stdout)
+    if expected_sum and (not checksum or checksum.group(1) != expected_sum):
+        raise BootstrapError(
+            f"could not obtain {tool.name} {tool.version}: {module}@{version} has checksum "
+            f"{checksum.group(1) if checksum else 'unknown'}, expected {expected_sum}"
         )
     return Path(match.group(1))
 
@@ -339,31 +356,159 @@ def _build_pulumi_kubernetes(tool: Tool, out: Path) -> None:
         )
 
 
-def _debian_prometheus(tool: Tool, out: Path) -> None:
-    """Take prometheus and promtool out of Debian's package without installing it system-wide."""
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise BootstrapError("could not obtain prometheus: apt-get/dpkg-deb not found")
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        candidate = _apt_candidate("prometheus")
-        if not candidate.startswith(tool.version):
-            _run(tool, ["apt-get", "update", "-qq"], cwd=work)
-            candidate = _apt_candidate("prometheus")
-        if not candidate.startswith(tool.version):
+# --- Volcano ----------------------------------------------------------------------------------
+#
+# vc-scheduler, vc-controller-manager and vc-webhook-manager, one multi-call binary built from the
+# wrapper module tools/go/volcano. Volcano v1.15.1 replaces volcano.sh/apis with a nested staging
+# module that its module zip leaves out, and the proxy serves no volcano.sh/apis v1.15.x. Diffing
+# that staging copy (git tag v1.15.1) against apis v1.14.0 shows one declaration the code needs
+# (QueueAllocationGateKey); the rest is comments, kubebuilder markers, the fake clientset and a
+# watch-list wrapper in the informers that changes nothing for a real clientset. So the build
+# copies apis v1.14.0 into a scratch folder, adds the files under tools/go/volcano/_apis (a folder
+# the go command ignores), and the wrapper's go.mod replaces volcano.sh/apis with it.
+
+VOLCANO_DIR = GO_DIR / "volcano"
+VOLCANO_MODULE = "volcano.sh/volcano"
+# The apis release the scratch copy starts from, with its go.sum checksum (no go.sum covers a
+# module replaced by a folder).
+VOLCANO_APIS = ("volcano.sh/apis", "v1.14.0", "h1:Rf8wzGFmgzbyg85GO0CxapDDEk/VM3D7QbjbI/sH+OQ=")
+VOLCANO_COMMANDS = ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
+VOLCANO_CHART = "installer/helm/chart/volcano"
+# Files taken from the release's Helm chart, so the product can use the pinned release's CRDs:
+# the chart's CRDs, those of its jobflow subchart (JobFlow, JobTemplate; vc-controller-manager's
+# jobflow controllers wait for them), and the scheduler configuration the chart deploys.
+VOLCANO_FILES = {
+    "volcano-crds.yaml": f"{VOLCANO_CHART}/crd/bases",
+    "volcano-jobflow-crds.yaml": f"{VOLCANO_CHART}/charts/jobflow/crd/bases",
+    "volcano-scheduler.conf": f"{VOLCANO_CHART}/config/volcano-scheduler.conf",
+}
+
+
+def _volcano_overlay() -> tuple[Path, ...]:
+    return tuple(sorted(p for p in (VOLCANO_DIR / "_apis").rglob("*") if p.is_file()))
+
+
+def _build_volcano(tool: Tool, out: Path) -> None:
+    env = _go_env()
+    # As upstream's Makefile: static binaries.
+    env["CGO_ENABLED"] = "0"
+    with tempfile.TemporaryDirectory(prefix="volcano-") as scratch:
+        work = Path(scratch)
+        # Downloads run before go.mod is copied in: outside a module, so that the missing
+        # ./apis folder the wrapper's go.mod names does not get in the way.
+        release = _module_dir(tool, work, VOLCANO_MODULE, tool.version, env=env)
+        module, version, checksum = VOLCANO_APIS
+        apis = _module_dir(tool, work, module, version, env=env, expected_sum=checksum)
+        # The CRDs and scheduler configuration are taken from the chart: make sure it is the
+        # release's own.
+        chart = (release / VOLCANO_CHART / "Chart.yaml").read_text()
+        chart_version = re.search(r'^version:\s*"?([^"\s]+)', chart, re.MULTILINE)
+        if not chart_version or chart_version.group(1) != tool.version.lstrip("v"):
             raise BootstrapError(
-                f"could not obtain prometheus {tool.version}: Debian offers {candidate or 'nothing'}"
+                f"could not obtain {tool.name} {tool.version}: the module's Helm chart is "
+                f"version {chart_version.group(1) if chart_version else 'unknown'}"
             )
-        _run(tool, ["apt-get", "download", "-qq", f"prometheus={candidate}"], cwd=work)
-        (deb,) = work.glob("prometheus_*.deb")
-        _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
-        for name in tool.binaries:
-            shutil.copy2(work / "root" / "usr" / "bin" / name, out / name)
+        for name in ("go.mod", "go.sum", "main.go"):
+            shutil.copyfile(VOLCANO_DIR / name, work / name)
+        # Module cache files and folders are read-only: copy contents only, then add ours.
+        shutil.copytree(apis, work / "apis", copy_function=shutil.copyfile)
+        for folder, _, _ in os.walk(work / "apis"):
+            Path(folder).chmod(0o755)
+        for source in _volcano_overlay():
+            target = work / "apis" / source.relative_to(VOLCANO_DIR / "_apis")
+            if target.exists():
+                raise BootstrapError(
+                    f"could not obtain {tool.name} {tool.version}: {target.name} would replace "
+                    f"a file of {module} {version}; the overlay only adds declarations"
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        ldflags = f"-s -w -X {VOLCANO_MODULE}/pkg/version.Version={tool.version}"
+        _run(
+            tool,
+            ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(out / "volcano"), "."],
+            cwd=work,
+            env={**env, "GOFLAGS": (env.get("GOFLAGS", "") + " -mod=readonly").strip()},
+        )
+    for name in VOLCANO_COMMANDS:
+        (out / name).symlink_to("volcano")
+    for name, relative in VOLCANO_FILES.items():
+        source = release / relative
+        if source.is_dir():
+            documents = [p.read_text().strip() for p in sorted(source.glob("*.yaml"))]
+            (out / name).write_text("---\n" + "\n---\n".join(documents) + "\n")
+        else:
+            shutil.copyfile(source, out / name)
+
+
+# --- Debian packages ----------------------------------------------------------------------------
+#
+# Taken out of Debian's .deb files without installing them system-wide (nothing lands in /usr,
+# no service starts). A package's tool version is its upstream version: any Debian revision of it
+# (a security update, say) is accepted, another upstream version is refused.
+
+
+def _debian_tool(*, name: str, package: str, version: str, files: dict[str, str]) -> Tool:
+    """A tool made of files from Debian's `package`: files maps each name in tools/bin (a
+    `cni/` prefix keeps the CNI plugins in a folder of their own) to its path in the .deb."""
+
+    def obtain(tool: Tool, out: Path) -> None:
+        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+            raise BootstrapError(f"could not obtain {tool.name}: apt-get/dpkg-deb not found")
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            candidate = _apt_candidate(package)
+            if not _is_upstream_version(candidate, tool.version):
+                _run(tool, ["apt-get", "update", "-qq"], cwd=work)
+                candidate = _apt_candidate(package)
+            if not _is_upstream_version(candidate, tool.version):
+                raise BootstrapError(
+                    f"could not obtain {tool.name} {tool.version}: Debian offers {package} "
+                    f"{candidate or 'nothing'}"
+                )
+            _run(tool, ["apt-get", "download", "-qq", f"{package}={candidate}"], cwd=work)
+            (deb,) = work.glob(f"{package}_*.deb")
+            _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
+            for target, source in files.items():
+                (out / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(work / "root" / source, out / target)
+                _check_libraries(tool, out / target)
+
+    # The package and the file map are the recipe: changing either gets a fresh cache folder.
+    return Tool(
+        name=name,
+        version=version,
+        binaries=tuple(files),
+        obtain=obtain,
+        extra_key=repr((package, sorted(files.items()))),
+    )
+
+
+def _is_upstream_version(candidate: str, version: str) -> bool:
+    """Whether Debian's version string (epoch:upstream-revision, upstream possibly with
+    +ds or ~ds repack suffixes) carries this upstream version."""
+    upstream = candidate.split(":", 1)[-1]
+    return upstream == version or (upstream.startswith(version) and upstream[len(version)] in "+~-")
 
 
 def _apt_candidate(package: str) -> str:
     result = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True)
     match = re.search(r"Candidate:\s*(\S+)", result.stdout)
     return match.group(1) if match and match.group(1) != "(none)" else ""
+
+
+def _check_libraries(tool: Tool, binary: Path) -> None:
+    # Installing the package would pull its library dependencies in; unpacking does not, so a
+    # binary that needs a library this machine lacks is refused here rather than at first use.
+    if shutil.which("ldd") is None:
+        return
+    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    missing = [line.split()[0] for line in result.stdout.splitlines() if "not found" in line]
+    if missing:
+        raise BootstrapError(
+            f"could not obtain {tool.name} {tool.version}: {binary.name} needs "
+            f"{', '.join(missing)}, which this machine lacks"
+        )
 
 
 def pinned_tools() -> list[Tool]:
@@ -406,6 +551,8 @@ def pinned_tools() -> list[Tool]:
                 "kube-apiserver",
                 "kube-controller-manager",
                 "kube-scheduler",
+                "kubelet",
+                "kube-proxy",
                 "kubectl",
             ),
             obtain=_build_kube,
@@ -435,10 +582,72 @@ def pinned_tools() -> list[Tool]:
             extra_key=go_key,
         ),
         Tool(
+            name="volcano",
+            version=_required_version(VOLCANO_DIR, VOLCANO_MODULE),
+            binaries=("volcano", *VOLCANO_COMMANDS, *VOLCANO_FILES),
+            obtain=_build_volcano,
+            recipe=_go_recipe(VOLCANO_DIR) + _volcano_overlay(),
+            extra_key=go_key + repr(VOLCANO_APIS),
+        ),
+        # Debian bookworm's versions as `apt-cache policy` offered them when pinned.
+        _debian_tool(
             name="prometheus",
+            package="prometheus",
             version="2.42.0",
-            binaries=("prometheus", "promtool"),
-            obtain=_debian_prometheus,
+            files={"prometheus": "usr/bin/prometheus", "promtool": "usr/bin/promtool"},
+        ),
+        _debian_tool(
+            name="pushgateway",
+            package="prometheus-pushgateway",
+            version="1.5.1",
+            files={"pushgateway": "usr/bin/prometheus-pushgateway"},
+        ),
+        _debian_tool(
+            name="alertmanager",
+            package="prometheus-alertmanager",
+            version="0.25.0",
+            files={"alertmanager": "usr/bin/prometheus-alertmanager", "amtool": "usr/bin/amtool"},
+        ),
+        # What a real container node needs: containerd (its CRI plugin is built in) with runc,
+        # the CNI plugins a bridge network takes, a registry for pulls by digest, and catatonit
+        # as the pause process. containerd finds its shim beside itself or on PATH, the shim
+        # finds runc on PATH; point containerd's CNI bin_dir at tools/bin/cni.
+        _debian_tool(
+            name="containerd",
+            package="containerd",
+            version="1.6.20",
+            files={
+                "containerd": "usr/bin/containerd",
+                "containerd-shim-runc-v2": "usr/bin/containerd-shim-runc-v2",
+                "ctr": "usr/bin/ctr",
+            },
+        ),
+        _debian_tool(
+            name="runc",
+            package="runc",
+            version="1.1.5",
+            files={"runc": "usr/sbin/runc"},
+        ),
+        _debian_tool(
+            name="cni-plugins",
+            package="containernetworking-plugins",
+            version="1.1.1",
+            files={
+                f"cni/{plugin}": f"usr/lib/cni/{plugin}"
+                for plugin in ("bridge", "host-local", "loopback", "portmap")
+            },
+        ),
+        _debian_tool(
+            name="registry",
+            package="docker-registry",
+            version="2.8.2",
+            files={"registry": "usr/bin/docker-registry"},
+        ),
+        _debian_tool(
+            name="catatonit",
+            package="catatonit",
+            version="0.1.7",
+            files={"catatonit": "usr/bin/catatonit"},
         ),
     ]
 
@@ -467,9 +676,9 @@ def obtain(tool: Tool, *, log: Callable[[str], None]) -> Path:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
         log(f"{tool.name} {tool.version}: ready in {time.monotonic() - started:.0f}s")
-    BIN_DIR.mkdir(parents=True, exist_ok=True)
     for binary in tool.binaries:
         link = BIN_DIR / binary
+        link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(directory / binary)
@@ -480,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bootstrap",
         description="Obtain the pinned upstream tools (OPA, etcd, Kubernetes, KWOK, Pulumi, "
-        "Prometheus) into tools/bin, reusing the per-user cache.",
+        "Volcano, Prometheus, containerd and friends) into tools/bin, reusing the per-user cache.",
     )
     parser.add_argument("tools", nargs="*", help="only these tools (default: all)")
     parser.add_argument("--list", action="store_true", help="show pins and cache state, do nothing")
@@ -502,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for tool in selected:
             state = "cached" if tool.is_cached() else "missing"
-            print(f"{tool.name:12} {tool.version:10} {state:8} {tool.cache_dir()}")
+            print(f"{tool.name:26} {tool.version:10} {state:8} {tool.cache_dir()}")
         return 0
     started = time.monotonic()
     for tool in selected:

@@ -1,10 +1,12 @@
 // Command kube is a multi-call binary: invoked as kube-apiserver,
-// kube-controller-manager, kube-scheduler or kubectl (by symlink name, or by
-// first argument) it runs that upstream command unchanged. One binary keeps the
-// cold build to a single link of the shared dependency graph.
+// kube-controller-manager, kube-scheduler, kubelet, kube-proxy or kubectl (by
+// symlink name, or by first argument) it runs that upstream command unchanged.
+// One binary keeps the cold build to a single link of the shared dependency
+// graph.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,14 +20,23 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var commands = map[string]func() *cobra.Command{
 	"kube-apiserver":          apiserver.NewAPIServerCommand,
 	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kube-proxy":              proxy.NewProxyCommand,
+	"kubelet":                 newKubeletCommand,
 	"kubectl":                 kubectlcmd.NewDefaultKubectlCommand,
+}
+
+// As upstream's cmd/kubelet/kubelet.go: the command takes a background context.
+func newKubeletCommand() *cobra.Command {
+	return kubelet.NewKubeletCommand(context.Background())
 }
 
 func main() {
@@ -36,7 +47,7 @@ func main() {
 	}
 	newCommand, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "usage: kube {kube-apiserver|kube-controller-manager|kube-scheduler|kubectl} [flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: kube {kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl} [flags]\n")
 		os.Exit(2)
 	}
 	if name == "kubectl" {
