@@ -150,8 +150,6 @@ def _run(
         evidence = (
             background.submit(_evidence, fleet, prometheus, clock) if "idle" in concerns else None
         )
-        if "spend" in concerns:
-            background.submit(opa.prepare)  # its imports, while this thread waits on lists
         snapshot = take_snapshot(kube, log=log)
         found = evidence.result() if evidence is not None else None
     lap("observe")
