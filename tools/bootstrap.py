@@ -2,9 +2,10 @@
 
 Every tool comes from a package registry this machine reaches: Go tools are built from the Go
 module proxy through the wrapper modules under tools/go/ (their go.mod/go.sum pin versions and
-checksums), Prometheus comes from Debian's archive. Built binaries live in a per-user cache keyed
-by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same machine reuses
-them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
+checksums); Prometheus and its companions, containerd, runc, the CNI plugins, the registry and
+catatonit come from Debian's archive (unpacked, not installed). Built binaries live in a per-user
+cache keyed by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same
+machine reuses them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
 
     python -m tools.bootstrap            # obtain everything missing, print a line per tool
     python -m tools.bootstrap --list     # show what is pinned and whether it is cached
@@ -339,31 +340,74 @@ def _build_pulumi_kubernetes(tool: Tool, out: Path) -> None:
         )
 
 
-def _debian_prometheus(tool: Tool, out: Path) -> None:
-    """Take prometheus and promtool out of Debian's package without installing it system-wide."""
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise BootstrapError("could not obtain prometheus: apt-get/dpkg-deb not found")
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        candidate = _apt_candidate("prometheus")
-        if not candidate.startswith(tool.version):
-            _run(tool, ["apt-get", "update", "-qq"], cwd=work)
-            candidate = _apt_candidate("prometheus")
-        if not candidate.startswith(tool.version):
-            raise BootstrapError(
-                f"could not obtain prometheus {tool.version}: Debian offers {candidate or 'nothing'}"
-            )
-        _run(tool, ["apt-get", "download", "-qq", f"prometheus={candidate}"], cwd=work)
-        (deb,) = work.glob("prometheus_*.deb")
-        _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
-        for name in tool.binaries:
-            shutil.copy2(work / "root" / "usr" / "bin" / name, out / name)
+# --- Debian packages ----------------------------------------------------------------------------
+#
+# Taken out of Debian's .deb files without installing them system-wide (nothing lands in /usr,
+# no service starts). A package's tool version is its upstream version: any Debian revision of it
+# (a security update, say) is accepted, another upstream version is refused.
+
+
+def _debian_tool(*, name: str, package: str, version: str, files: dict[str, str]) -> Tool:
+    """A tool made of files from Debian's `package`: files maps each name in tools/bin (a
+    `cni/` prefix keeps the CNI plugins in a folder of their own) to its path in the .deb."""
+
+    def obtain(tool: Tool, out: Path) -> None:
+        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+            raise BootstrapError(f"could not obtain {tool.name}: apt-get/dpkg-deb not found")
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            candidate = _apt_candidate(package)
+            if not _is_upstream_version(candidate, tool.version):
+                _run(tool, ["apt-get", "update", "-qq"], cwd=work)
+                candidate = _apt_candidate(package)
+            if not _is_upstream_version(candidate, tool.version):
+                raise BootstrapError(
+                    f"could not obtain {tool.name} {tool.version}: Debian offers {package} "
+                    f"{candidate or 'nothing'}"
+                )
+            _run(tool, ["apt-get", "download", "-qq", f"{package}={candidate}"], cwd=work)
+            (deb,) = work.glob(f"{package}_*.deb")
+            _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
+            for target, source in files.items():
+                (out / target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(work / "root" / source, out / target)
+                _check_libraries(tool, out / target)
+
+    # The package and the file map are the recipe: changing either gets a fresh cache folder.
+    return Tool(
+        name=name,
+        version=version,
+        binaries=tuple(files),
+        obtain=obtain,
+        extra_key=repr((package, sorted(files.items()))),
+    )
+
+
+def _is_upstream_version(candidate: str, version: str) -> bool:
+    """Whether Debian's version string (epoch:upstream-revision, upstream possibly with
+    +ds or ~ds repack suffixes) carries this upstream version."""
+    upstream = candidate.split(":", 1)[-1]
+    return upstream == version or (upstream.startswith(version) and upstream[len(version)] in "+~-")
 
 
 def _apt_candidate(package: str) -> str:
     result = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True)
     match = re.search(r"Candidate:\s*(\S+)", result.stdout)
     return match.group(1) if match and match.group(1) != "(none)" else ""
+
+
+def _check_libraries(tool: Tool, binary: Path) -> None:
+    # Installing the package would pull its library dependencies in; unpacking does not, so a
+    # binary that needs a library this machine lacks is refused here rather than at first use.
+    if shutil.which("ldd") is None:
+        return
+    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    missing = [line.split()[0] for line in result.stdout.splitlines() if "not found" in line]
+    if missing:
+        raise BootstrapError(
+            f"could not obtain {tool.name} {tool.version}: {binary.name} needs "
+            f"{', '.join(missing)}, which this machine lacks"
+        )
 
 
 def pinned_tools() -> list[Tool]:
@@ -434,11 +478,65 @@ def pinned_tools() -> list[Tool]:
             recipe=_go_recipe(PULUMI_KUBERNETES_DIR),
             extra_key=go_key,
         ),
-        Tool(
+        # Debian bookworm's versions as `apt-cache policy` offered them when pinned.
+        _debian_tool(
             name="prometheus",
+            package="prometheus",
             version="2.42.0",
-            binaries=("prometheus", "promtool"),
-            obtain=_debian_prometheus,
+            files={"prometheus": "usr/bin/prometheus", "promtool": "usr/bin/promtool"},
+        ),
+        _debian_tool(
+            name="pushgateway",
+            package="prometheus-pushgateway",
+            version="1.5.1",
+            files={"pushgateway": "usr/bin/prometheus-pushgateway"},
+        ),
+        _debian_tool(
+            name="alertmanager",
+            package="prometheus-alertmanager",
+            version="0.25.0",
+            files={"alertmanager": "usr/bin/prometheus-alertmanager", "amtool": "usr/bin/amtool"},
+        ),
+        # What a real container node needs: containerd (its CRI plugin is built in) with runc,
+        # the CNI plugins a bridge network takes, a registry for pulls by digest, and catatonit
+        # as the pause process. containerd finds its shim beside itself or on PATH, the shim
+        # finds runc on PATH; point containerd's CNI bin_dir at tools/bin/cni.
+        _debian_tool(
+            name="containerd",
+            package="containerd",
+            version="1.6.20",
+            files={
+                "containerd": "usr/bin/containerd",
+                "containerd-shim-runc-v2": "usr/bin/containerd-shim-runc-v2",
+                "ctr": "usr/bin/ctr",
+            },
+        ),
+        _debian_tool(
+            name="runc",
+            package="runc",
+            version="1.1.5",
+            files={"runc": "usr/sbin/runc"},
+        ),
+        _debian_tool(
+            name="cni-plugins",
+            package="containernetworking-plugins",
+            version="1.1.1",
+            files={
+                f"cni/{plugin}": f"usr/lib/cni/{plugin}"
+                for plugin in ("bridge", "host-local", "loopback", "portmap")
+            },
+        ),
+        _debian_tool(
+            name="registry",
+            package="docker-registry",
+            version="2.8.2",
+            files={"registry": "usr/bin/docker-registry"},
+        ),
+        _debian_tool(
+            name="catatonit",
+            package="catatonit",
+            version="0.1.7",
+            files={"catatonit": "usr/bin/catatonit"},
         ),
     ]
 
@@ -467,9 +565,9 @@ def obtain(tool: Tool, *, log: Callable[[str], None]) -> Path:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
         log(f"{tool.name} {tool.version}: ready in {time.monotonic() - started:.0f}s")
-    BIN_DIR.mkdir(parents=True, exist_ok=True)
     for binary in tool.binaries:
         link = BIN_DIR / binary
+        link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(directory / binary)
@@ -480,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bootstrap",
         description="Obtain the pinned upstream tools (OPA, etcd, Kubernetes, KWOK, Pulumi, "
-        "Prometheus) into tools/bin, reusing the per-user cache.",
+        "Prometheus, containerd and friends) into tools/bin, reusing the per-user cache.",
     )
     parser.add_argument("tools", nargs="*", help="only these tools (default: all)")
     parser.add_argument("--list", action="store_true", help="show pins and cache state, do nothing")
@@ -502,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for tool in selected:
             state = "cached" if tool.is_cached() else "missing"
-            print(f"{tool.name:12} {tool.version:10} {state:8} {tool.cache_dir()}")
+            print(f"{tool.name:26} {tool.version:10} {state:8} {tool.cache_dir()}")
         return 0
     started = time.monotonic()
     for tool in selected:

@@ -17,11 +17,33 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "pulumi",
         "pulumi-resource-kubernetes",
         "prometheus",
+        "pushgateway",
+        "alertmanager",
+        "containerd",
+        "runc",
+        "cni-plugins",
+        "registry",
+        "catatonit",
     }
     assert tools["pulumi"].version.startswith("v3.")
     assert tools["pulumi-resource-kubernetes"].version.startswith("v4.")
     assert tools["kube"].version.startswith("v1.")
     assert "kube-apiserver" in tools["kube"].binaries and "kubectl" in tools["kube"].binaries
+    assert tools["cni-plugins"].binaries == (
+        "cni/bridge",
+        "cni/host-local",
+        "cni/loopback",
+        "cni/portmap",
+    )
+
+
+def test_debian_versions_match_on_the_upstream_version_only() -> None:
+    assert bootstrap._is_upstream_version("1.6.20~ds1-1+deb12u3", "1.6.20")
+    assert bootstrap._is_upstream_version("2.42.0+ds-5+deb12u1", "2.42.0")
+    assert bootstrap._is_upstream_version("1:0.25.0-1+b4", "0.25.0")
+    assert not bootstrap._is_upstream_version("1.6.200-1", "1.6.20")
+    assert not bootstrap._is_upstream_version("1.7.0-1", "1.6.20")
+    assert not bootstrap._is_upstream_version("", "1.6.20")
 
 
 def test_cache_key_changes_with_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
