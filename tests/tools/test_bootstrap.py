@@ -16,6 +16,7 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "kube",
         "pulumi",
         "pulumi-resource-kubernetes",
+        "volcano",
         "prometheus",
         "pushgateway",
         "alertmanager",
@@ -29,12 +30,22 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
     assert tools["pulumi-resource-kubernetes"].version.startswith("v4.")
     assert tools["kube"].version.startswith("v1.")
     assert "kube-apiserver" in tools["kube"].binaries and "kubectl" in tools["kube"].binaries
+    assert tools["volcano"].version == "v1.15.1"
+    assert {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "volcano-crds.yaml"} <= (
+        set(tools["volcano"].binaries)
+    )
     assert tools["cni-plugins"].binaries == (
         "cni/bridge",
         "cni/host-local",
         "cni/loopback",
         "cni/portmap",
     )
+
+
+def test_the_volcano_recipe_covers_the_apis_overlay() -> None:
+    (volcano,) = [tool for tool in bootstrap.pinned_tools() if tool.name == "volcano"]
+    names = {path.name for path in volcano.recipe}
+    assert {"go.mod", "go.sum", "main.go", "queue_allocation_gate.go"} <= names
 
 
 def test_debian_versions_match_on_the_upstream_version_only() -> None:
