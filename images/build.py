@@ -85,6 +85,21 @@ PLATFORMS = (
 )
 
 
+SOURCE_IGNORED = (
+    ".git",
+    ".venv",
+    ".fleet",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    "bin",
+    "reports",
+)
+"""Not copied from the checkout to build the wheel (tools/bin: the pinned binaries)."""
+
+
 class BuildError(RuntimeError):
     """A step of an image build failed; the message says which."""
 
@@ -106,7 +121,16 @@ def _run(command: list[str], *, what: str, **kwargs) -> subprocess.CompletedProc
     return result
 
 
+RUN_TIME_PROGRAMS = {f"usr/bin/{PYTHON}"}
+"""The only program of the root filesystem the image runs. dpkg, tar and update-alternatives
+come with the extracted packages' dependencies; nothing at run time calls them."""
+
+
 def _prune(root: Path) -> None:
+    for directory in ("usr/bin", "usr/sbin"):
+        for path in sorted((root / directory).glob("*")):
+            if path.relative_to(root).as_posix() not in RUN_TIME_PROGRAMS:
+                path.unlink()
     for rel in PRUNE:
         path = root / rel
         if path.is_dir() and not path.is_symlink():
@@ -143,13 +167,22 @@ def _install_project(target: Path, project: Path, scratch: Path) -> list[str]:
     """Build the project's wheel from the checkout and install it without dependencies; the
     top-level names it added."""
     wheels = scratch / "wheel"
+    # From a clean copy: setuptools reuses a checkout's build/ directory, which keeps files
+    # since deleted or changed, and the wheel would then depend on the checkout's history.
+    source = scratch / "source"
+    shutil.copytree(
+        project,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(*SOURCE_IGNORED),
+    )
     _pip(
         "wheel",
         "--quiet",
         "--no-deps",
         "--no-build-isolation",
         f"--wheel-dir={wheels}",
-        str(project),
+        str(source),
         what="building the fleetplane wheel",
     )
     (wheel,) = wheels.glob("fleetplane-*.whl")
