@@ -294,6 +294,8 @@ def _usage(rt: Runtime, snapshot: Snapshot) -> None:
     """The team metrics of the pass (decide.usage): quota, budget, what is held, pending and
     burning, and the queue waits of the pods that started since the last pass."""
     summary = rt.summary
+    for namespace, name in rt.fleet.namespaces.items():
+        summary.set("namespace_team", 1, namespace=namespace, team=name)
     for name, team in rt.fleet.teams.items():
         summary.set("team_budget_usd", team.monthly_budget_usd, team=name)
         for resource, amount in team.quota.items():

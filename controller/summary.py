@@ -121,8 +121,7 @@ FAMILIES: dict[str, Family] = {
     "refusals": Family(
         "fleetplane_controller_refusals_total",
         "counter",
-        "Actions not taken per concern, action and reason (policy, guarantee, "
-        "disruption-budget).",
+        "Actions not taken per concern, action and reason (policy, guarantee, disruption-budget).",
     ),
     "errors": Family(
         "fleetplane_controller_errors_total",
@@ -135,6 +134,11 @@ FAMILIES: dict[str, Family] = {
         "gauge",
         "Accelerators (GPUs, TPU chips: see `resource`) of a team's pods per state: held "
         "(running), idle (judged idle: warned or due), pending (requested, not yet placed).",
+    ),
+    "namespace_team": Family(
+        "fleetplane_namespace_team",
+        "gauge",
+        "1 for each team namespace, labelled with its team: joins pod-level series (DCGM) to teams.",
     ),
     "team_quota_gpus": Family(
         "fleetplane_team_quota_gpus", "gauge", "A team's quota of accelerators per resource."

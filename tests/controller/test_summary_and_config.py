@@ -21,7 +21,9 @@ def test_exposition_is_prometheus_text_with_help_and_type(tmp_path: Path) -> Non
     text = summary.exposition()
     assert "# HELP fleetplane_controller_actions_total " in text
     assert "# TYPE fleetplane_controller_actions_total counter" in text
-    assert 'fleetplane_controller_actions_total{action="warn",concern="idle",outcome="done"} 2' in text
+    assert (
+        'fleetplane_controller_actions_total{action="warn",concern="idle",outcome="done"} 2' in text
+    )
     assert (
         'fleetplane_controller_refusals_total{action="reclaim",concern="idle",reason="policy"} 1'
         in text
