@@ -317,6 +317,16 @@ def _usage(rt: Runtime, snapshot: Snapshot) -> None:
             model=model,
             capacity_type=capacity_type,
         )
+    for (pool, resource, model, capacity_type, state), count in usage.pools.items():
+        summary.set(
+            "pool_accelerators",
+            count,
+            pool=pool,
+            resource=resource,
+            model=model,
+            capacity_type=capacity_type,
+            state=state,
+        )
     for (team, workload, state), count in usage.pods.items():
         summary.set("team_pods", count, team=team, workload_type=workload, state=state)
     for team, workload, seconds in usage.waits:

@@ -128,6 +128,13 @@ FAMILIES: dict[str, Family] = {
         "counter",
         "Errors per concern and kind (temporary, permanent).",
     ),
+    # the fleet
+    "pool_accelerators": Family(
+        "fleetplane_pool_accelerators",
+        "gauge",
+        "Accelerators per pool, model and state: allocatable (Ready, schedulable nodes), "
+        "unavailable (cordoned or NotReady nodes), in-use (held by running pods).",
+    ),
     # teams
     "team_gpus": Family(
         "fleetplane_team_gpus",

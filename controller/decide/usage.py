@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from controller.config import FleetView, Model
 from controller.observe.model import Node, Pod
+from fleet import labels as keys
 
 UNLABELLED = "unlabelled"
 """Workload type of a pod without the `fleetplane.dev/workload-type` label."""
@@ -37,12 +38,40 @@ class TeamUsage:
     waits: list[tuple[str, str, float]] = field(default_factory=list)
     """(team, workload type, seconds from creation to running) of pods started this period."""
     oldest_pending: dict[tuple[str, str], float] = field(default_factory=dict)
+    pools: dict[tuple[str, str, str, str, str], int] = field(default_factory=dict)
+    """(pool, resource, model, capacity type, state) -> accelerators; state: allocatable
+    (schedulable on Ready nodes), unavailable (cordoned or NotReady nodes), in-use (held by
+    running pods)."""
+
+
+def pool_inventory(
+    nodes: dict[str, Node], pods: list[Pod], fleet: FleetView
+) -> dict[tuple[str, str, str, str, str], int]:
+    """Accelerators per pool, model and state (see `TeamUsage.pools`)."""
+    found: dict[tuple[str, str, str, str, str], int] = {}
+    described: dict[str, tuple[str, str, str]] = {}
+    for node in nodes.values():
+        model = fleet.model_of_node(node.labels)
+        where = (node.labels.get(keys.POOL, ""), model.name if model else "", node.capacity_type)
+        described[node.name] = where
+        state = "allocatable" if node.ready and not node.unschedulable else "unavailable"
+        for resource, count in node.accelerators.items():
+            key = (where[0], resource, where[1], where[2], state)
+            found[key] = found.get(key, 0) + count
+    for pod in pods:
+        where = described.get(pod.node_name or "")
+        if where is None or pod.started is None or pod.terminal:
+            continue
+        for resource, devices in pod.demand.items():
+            key = (where[0], resource, where[1], where[2], "in-use")
+            found[key] = found.get(key, 0) + devices
+    return found
 
 
 def team_usage(
     pods: list[Pod], nodes: dict[str, Node], fleet: FleetView, now: float, period_seconds: float
 ) -> TeamUsage:
-    usage = TeamUsage()
+    usage = TeamUsage(pools=pool_inventory(nodes, pods, fleet))
     priced: dict[str, tuple[Model | None, str]] = {}
     for pod in pods:
         team = fleet.namespaces.get(pod.namespace)
