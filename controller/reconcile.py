@@ -296,15 +296,19 @@ def _usage(rt: Runtime, snapshot: Snapshot) -> None:
     summary = rt.summary
     for namespace, name in rt.fleet.namespaces.items():
         summary.set("namespace_team", 1, namespace=namespace, team=name)
-    for name, team in rt.fleet.teams.items():
-        summary.set("team_budget_usd", team.monthly_budget_usd, team=name)
-        for resource, amount in team.quota.items():
+    for name, config in rt.fleet.teams.items():
+        summary.set("team_budget_usd", config.monthly_budget_usd, team=name)
+        for resource, amount in config.quota.items():
             summary.set("team_quota_gpus", amount, team=name, resource=resource)
     period = float(rt.fleet.controller.get("period_seconds") or rt.settings.lease_seconds)
     usage = team_usage(snapshot.pods, snapshot.nodes, rt.fleet, rt.now, period)
     for state, found in (("held", usage.held), ("pending", usage.pending)):
         for (team, resource, model, capacity_type, workload), devices in found.items():
-            labels = {"team": team, "resource": resource, "workload_type": workload}
+            labels: dict[str, str] = {
+                "team": team,
+                "resource": resource,
+                "workload_type": workload,
+            }
             if model:
                 labels.update(model=model, capacity_type=capacity_type)
             summary.inc("team_gpus", devices, state=state, **labels)

@@ -331,9 +331,10 @@ class PushgatewayServer:
         return self._process.log_tail() if self._process else "--- pushgateway: not started"
 
 
-def alertmanager_config(webhook_url: str, *, wait_seconds: float = 30) -> str:
-    """One route to one webhook receiver; `wait_seconds` is the group wait and interval (short
-    in tests, Alertmanager's defaults of about 30 s otherwise)."""
+def alertmanager_config(webhook_url: str | None, *, wait_seconds: float = 30) -> str:
+    """One route to one webhook receiver (None: a receiver that sends nowhere, the alerts are
+    only shown by Alertmanager); `wait_seconds` is the group wait and interval (short in tests,
+    Alertmanager's defaults of about 30 s otherwise)."""
     return (
         json.dumps(
             {
@@ -344,7 +345,11 @@ def alertmanager_config(webhook_url: str, *, wait_seconds: float = 30) -> str:
                     "group_interval": f"{wait_seconds:g}s",
                     "repeat_interval": "4h",
                 },
-                "receivers": [{"name": "webhook", "webhook_configs": [{"url": webhook_url}]}],
+                "receivers": [
+                    {"name": "webhook", "webhook_configs": [{"url": webhook_url}]}
+                    if webhook_url
+                    else {"name": "webhook"}
+                ],
             },
             indent=2,
         )
@@ -409,12 +414,13 @@ class AlertmanagerServer:
         (self.work_dir / "data").mkdir(parents=True, exist_ok=True)
         self._process = _Process("alertmanager", self.work_dir / "alertmanager.log")
         launcher = debian_template_launcher(binaries["alertmanager"])
+        storage = self.work_dir / "data"
         self.port = self._process.serve(
             lambda port: [
                 *launcher,
                 str(binaries["alertmanager"]),
                 f"--config.file={config}",
-                f"--storage.path={self.work_dir / 'data'}",
+                f"--storage.path={storage}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--cluster.listen-address=",
                 "--log.level=warn",

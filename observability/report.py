@@ -197,12 +197,12 @@ def build_report(
         f'sum by ({keys}) (sum_over_time(fleetplane_team_gpus{{state="held"}}{sampled}))', until
     ):
         key = tuple(labels.get(k, "") for k in ROW_KEYS)
-        rows.setdefault(key, Row(*key)).gpu_hours = value * hours
+        rows.setdefault(key, Row(key[0], key[1], key[2], key[3])).gpu_hours = value * hours
     for labels, value in prom.vector(
         f"sum by ({keys}) (sum_over_time(fleetplane_team_cost_usd_per_hour{sampled}))", until
     ):
         key = tuple(labels.get(k, "") for k in ROW_KEYS)
-        rows.setdefault(key, Row(*key)).cost_usd = value * hours
+        rows.setdefault(key, Row(key[0], key[1], key[2], key[3])).cost_usd = value * hours
     report.rows = sorted(rows.values(), key=lambda r: (r.team, r.workload_type, r.model))
 
     spend = per_team(f"max by (team) (last_over_time(fleetplane_team_spend_usd[{window}]))")

@@ -59,11 +59,11 @@ def pool_inventory(
             key = (where[0], resource, where[1], where[2], state)
             found[key] = found.get(key, 0) + count
     for pod in pods:
-        where = described.get(pod.node_name or "")
-        if where is None or pod.started is None or pod.terminal:
+        on = described.get(pod.node_name or "")
+        if on is None or pod.started is None or pod.terminal:
             continue
         for resource, devices in pod.demand.items():
-            key = (where[0], resource, where[1], where[2], "in-use")
+            key = (on[0], resource, on[1], on[2], "in-use")
             found[key] = found.get(key, 0) + devices
     return found
 

@@ -279,9 +279,9 @@ def generate(now: float | None = None) -> FleetData:
         exposed = summary.series(previous)
         previous = {}
         for family in exposed.values():
-            for (metric, labels), value in family.items():
-                data.samples.append(Sample(metric, dict(labels), value, at))
-                previous[(metric, labels)] = value
+            for (metric, label_pairs), value in family.items():
+                data.samples.append(Sample(metric, dict(label_pairs), value, at))
+                previous[(metric, label_pairs)] = value
         _dcgm(data, running, index, at, passes)
         rate_before = rates
     data.spend = {team: round(usd, 2) for team, usd in spend.items()}
