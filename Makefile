@@ -41,7 +41,7 @@ status: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet tools stacks bench)
+	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet images observability tools stacks bench)
 	$(VENV)/bin/lint-imports
 
 image: venv tools

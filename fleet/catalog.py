@@ -278,3 +278,60 @@ TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
     "tpu-v5p": TpuSliceShapes(source="cloud.google.com/tpu/docs/supported-tpu-configurations"),
 }
 """Slice shapes per TPU model (keys of `MODELS`); every TPU model has an entry."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Carbon intensity of the grid, per cloud region
+# ---------------------------------------------------------------------------------------------
+
+CARBON_INTENSITY_SOURCE = (
+    "Google Cloud, region-carbon-info, data/yearly/2023.csv (github.com/GoogleCloudPlatform/"
+    "region-carbon-info): yearly average location-based grid carbon intensity, gCO2eq/kWh, "
+    "hourly grid mix from Electricity Maps"
+)
+"""Where the default grid carbon intensities come from."""
+
+CARBON_INTENSITY_G_PER_KWH: dict[str, float] = {
+    # GCP regions, as published (2023).
+    "us-central1": 430,
+    "us-east1": 560,
+    "us-east4": 322,
+    "us-east5": 322,
+    "us-south1": 321,
+    "us-west1": 94,
+    "us-west2": 198,
+    "us-west3": 588,
+    "us-west4": 373,
+    "northamerica-northeast1": 2,
+    "northamerica-northeast2": 47,
+    "europe-north1": 46,
+    "europe-west1": 122,
+    "europe-west2": 136,
+    "europe-west3": 345,
+    "europe-west4": 236,
+    "europe-west6": 59,
+    "europe-west9": 34,
+    "europe-central2": 723,
+    "asia-east1": 451,
+    "asia-northeast1": 459,
+    "asia-southeast1": 369,
+    "asia-south1": 648,
+    "australia-southeast1": 501,
+    # AWS regions: the figure of the Google region on the same grid (same metro area and
+    # Electricity Maps zone); none is published by AWS itself.
+    "us-east-1": 322,  # Northern Virginia (PJM), as us-east4
+    "us-east-2": 322,  # Ohio (PJM), as us-east5 Columbus
+    "us-west-2": 94,  # Oregon (BPA), as us-west1
+    "eu-central-1": 345,  # Frankfurt, as europe-west3
+    "eu-west-2": 136,  # London, as europe-west2
+    "eu-west-3": 34,  # Paris, as europe-west9
+    "ap-northeast-1": 459,  # Tokyo, as asia-northeast1
+    "ap-southeast-1": 369,  # Singapore, as asia-southeast1
+    "ap-south-1": 648,  # Mumbai, as asia-south1
+}
+"""Default grid carbon intensity (gCO2eq/kWh) per region; see `CARBON_INTENSITY_SOURCE`. A
+stack overrides or adds regions with `observability.carbon_intensity_g_per_kwh`."""
+
+WORLD_CARBON_INTENSITY_G_PER_KWH = 480.0
+"""For a region without a figure (and local clusters): the world average of 2023, 480
+gCO2/kWh (Ember, Global Electricity Review 2024)."""

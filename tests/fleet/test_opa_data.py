@@ -141,8 +141,11 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",
         "image": None,
+        "pushgateway_url": "http://127.0.0.1:9091",
     }
     prod = render_opa_data(stack_fleets["prod"])["controller"]
+    # The in-cluster Pushgateway the components declare.
+    assert prod["pushgateway_url"] == "http://fleetplane-pushgateway.fleetplane-system.svc:9091"
     assert prod["opa_url"] == "https://fleetplane-opa.fleetplane-system.svc:443"
     assert prod["opa_ca_file"] == "/etc/fleetplane/opa-ca/ca.crt"
     # The in-cluster OPA's replicas, each of which gets the spend document.
