@@ -14,7 +14,7 @@ Under `--dry-run` OPA is asked and every action printed; nothing is written.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -119,20 +119,44 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     version = step.node.view.resource_version
     complete = True
     evicted: dict[str, dict[str, Any]] = {}
+    planned = {
+        a.pod.key: {
+            "gpus": a.pod.pod.devices,
+            "lost_seconds": int(a.lost_seconds),
+            "at": int(rt.now),
+        }
+        for a in step.actions
+        if isinstance(a, Evict)
+    }
+    if planned:
+        # The work an eviction throws away is recorded before the eviction, so a pass killed
+        # right after it still counts it (a refused eviction is recorded again, not twice).
+        base = step.detail or step.node.detail
+        record = replace(step, next_state=None, stamp=False, request=None)
+        write_state(
+            rt.kube,
+            record,
+            rt.now,
+            detail=base.but(evicted={**base.evicted, **planned}),
+            resource_version=version,
+            log=rt.log,
+            events=rt.events,
+        )
+        version = None
     for action in step.actions:
         if isinstance(action, Cordon | Uncordon):
             cordon = isinstance(action, Cordon)
-            updated = rt.kube.merge_patch(node_path(name), {"spec": {"unschedulable": cordon}})
+            mark = {states.CORDONED_ANNOTATION: "true" if cordon else None}
+            updated = rt.kube.merge_patch(
+                node_path(name),
+                {"spec": {"unschedulable": cordon}, "metadata": {"annotations": mark}},
+            )
             version = updated["metadata"]["resourceVersion"]
             rt.done(CONCERN, action.name, name, step.reason)
         elif isinstance(action, Taint | Untaint):
-            entry: dict[str, Any] = (
-                {"key": states.TAINT_KEY, "value": action.value, "effect": "NoSchedule"}
-                if isinstance(action, Taint)
-                else {"key": states.TAINT_KEY, "$patch": "delete"}
-            )
-            updated = rt.kube.strategic_patch(node_path(name), {"spec": {"taints": [entry]}})
-            version = updated["metadata"]["resourceVersion"]
+            updated = _retaint(rt.kube, name, version, action)
+            if updated is not None:
+                version = updated["metadata"]["resourceVersion"]
             rt.done(CONCERN, action.name, name, step.reason)
         elif isinstance(action, Condition):
             stamp = format_time(rt.now)
@@ -150,11 +174,7 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             rt.done(CONCERN, "condition", name, step.reason, healthy=action.healthy)
         elif isinstance(action, Evict):
             if _evict(rt, action, name, report):
-                evicted[action.pod.key] = {
-                    "gpus": action.pod.pod.devices,
-                    "lost_seconds": int(action.lost_seconds),
-                    "at": int(rt.now),
-                }
+                evicted[action.pod.key] = planned[action.pod.key]
             else:
                 complete = False
         elif isinstance(action, CreateValidator):
@@ -165,12 +185,10 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             _delete_exactly(rt.kube, action.pod.pod)  # type: ignore[arg-type]
             rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     detail = step.detail
-    if evicted:
+    if planned:
         base = detail or step.node.detail
-        detail = base.but(evicted={**base.evicted, **evicted})
-    if not complete and not evicted:
-        return True
-    if step.next_state and not complete:
+        detail = base.but(evicted={**base.evicted, **planned})
+    if not complete:
         return True
     if step.next_state or detail is not None or step.stamp:
         written = write_state(
@@ -195,6 +213,30 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             if step.next_state == RETURN and detail is not None and detail.history:
                 report.returned[name] = detail.history[-1]
     return True
+
+
+def _retaint(
+    kube: KubeClient, name: str, version: str | None, action: Taint | Untaint
+) -> dict[str, Any] | None:
+    """Add or remove the quarantine taint. A node's taints have no strategic merge key, so the
+    whole list is written, computed from the node as read and guarded by its resourceVersion
+    (a conflict re-reads it and computes again)."""
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        source = current if current is not None else kube.get(node_path(name))
+        taints = [
+            t
+            for t in (source.get("spec") or {}).get("taints") or ()
+            if t.get("key") != states.TAINT_KEY
+        ]
+        if isinstance(action, Taint):
+            taints.append({"key": states.TAINT_KEY, "value": action.value, "effect": "NoSchedule"})
+        return {
+            "spec": {"taints": taints},
+            "metadata": {"resourceVersion": (source.get("metadata") or {}).get("resourceVersion")},
+        }
+
+    return patch_fresh(kube, node_path(name), None, build)
 
 
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:

@@ -39,7 +39,8 @@ from controller.remediation.states import Detail
 from controller.upgrade import states as upgrade_states
 from controller.upgrade.consumers import Role
 from controller.upgrade.limits import upgrade_slots
-from controller.upgrade.plan import SERVICE_OWNERS, natural_key
+from controller.upgrade.handlers import SERVICE_OWNERS
+from controller.upgrade.plan import natural_key
 from controller.upgrade.validator import HEALTHY, UNHEALTHY, read_verdict, validator_pod
 from fleet import labels as keys
 
@@ -297,7 +298,7 @@ def _admit(node: HealthNode, fault: Fault, pool_nodes: int, out: int, ctx: _Cont
             fault=fault.as_dict(),
             remedy=None if hot else fault.remedy,
             attempt=node.detail.attempt,
-            cordoned=not node.view.unschedulable,
+            cordoned=not node.view.unschedulable or ours_cordon(node),
             started=int(ctx.now),
             history=node.detail.history[-5:],
         ),
@@ -306,6 +307,10 @@ def _admit(node: HealthNode, fault: Fault, pool_nodes: int, out: int, ctx: _Cont
         pool_out=out,
         reason=f"GPU {fault.gpu}: {fault.reason} [{fault.source}]",
     )
+
+
+def ours_cordon(node: HealthNode) -> bool:
+    return node.view.annotations.get(states.CORDONED_ANNOTATION) == "true"
 
 
 def _camel(kind: str) -> str:
@@ -627,7 +632,7 @@ def _return(
     node: HealthNode, ctx: _Context, why: str, *, decision: str, extra: tuple[Action, ...] = ()
 ) -> Step:
     actions: list[Action] = list(extra)
-    if node.detail.cordoned and node.view.unschedulable:
+    if (node.detail.cordoned or ours_cordon(node)) and node.view.unschedulable:
         actions.append(Uncordon())
     if node.tainted:
         actions.append(Untaint())

@@ -29,6 +29,10 @@ REQUEST_ID_ANNOTATION: Final = "fleetplane.dev/remediation-request-id"
 DONE_ANNOTATION: Final = "fleetplane.dev/remediation-done"
 """Written by the integration: `<request id>` when done, `<request id>:failed` when it could not."""
 
+CORDONED_ANNOTATION: Final = "fleetplane.dev/health-cordoned"
+"""Written with the cordon itself (one patch): the health machine cordoned this node, so it
+uncordons it at the end, even when a killed pass never wrote the state that says so."""
+
 TAINT_KEY: Final = "fleetplane.dev/gpu-unhealthy"
 """NoSchedule taint on a quarantined node; its value is the fault's kind."""
 CONDITION_TYPE: Final = "GpuHealthy"

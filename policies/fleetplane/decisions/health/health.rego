@@ -105,7 +105,7 @@ node_fault_kinds := {
 state_before := {
 	"drain": {"quarantined"},
 	"evict": {"draining"},
-	"request-remediation": {"draining", "remediating"},
+	"request-remediation": {"draining", "remediating", "validating"},
 	"validate": {"remediating", "validating", null},
 	"return": {"validating"},
 	"uncordon-cool": {"hot"},
