@@ -264,15 +264,12 @@ class HealthLab:
                 statuses[0].get("state") or {}
             ):
                 continue
-            wait_for(
-                lambda: (
-                    self.client.get(pod_path(self.namespace, raw["metadata"]["name"]))[
-                        "status"
-                    ].get("phase")
-                    == "Running"
-                ),
-                timeout=20,
-            )
+            path = pod_path(self.namespace, raw["metadata"]["name"])
+
+            def running(path: str = path) -> bool:
+                return self.client.get(path)["status"].get("phase") == "Running"
+
+            wait_for(running, timeout=20)
             self._finish_validator(raw)
 
     def _finish_validator(self, raw: dict[str, Any]) -> None:

@@ -68,7 +68,7 @@ def test_uncorrectable_ecc_goes_through_every_state_and_back(
         return values
 
     lab = lab_factory(shape, nodes=3)
-    bad, peer, silent = lab.names
+    bad, _peer, silent = lab.names
     checkpoint = {keys.LAST_CHECKPOINT: str(T0 - 60), GANG_ANNOTATION: "gang-1"}
     lab.gpu_pod("gang-a", 0, annotations=checkpoint)
     lab.gpu_pod("gang-b", 1, annotations=checkpoint)
