@@ -38,9 +38,10 @@ from controller.remediation.settings import HealthSettings
 from controller.remediation.states import Detail
 from controller.upgrade import states as upgrade_states
 from controller.upgrade.consumers import Role
-from controller.upgrade.limits import upgrade_slots
 from controller.upgrade.handlers import SERVICE_OWNERS
+from controller.upgrade.limits import upgrade_slots
 from controller.upgrade.plan import natural_key
+from controller.upgrade.steps import Cordon, CreateValidator, Uncordon
 from controller.upgrade.validator import HEALTHY, UNHEALTHY, read_verdict, validator_pod
 from fleet import labels as keys
 
@@ -50,23 +51,7 @@ RETURN = "<none>"
 UPGRADE_HOLDS = upgrade_states.IN_PROGRESS | {upgrade_states.UPGRADE_FAILED}
 
 
-# --- actions ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cordon:
-    name: ClassVar[str] = "cordon"
-
-    def describe(self, node: str) -> str:
-        return f"cordon node {node}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Uncordon:
-    name: ClassVar[str] = "uncordon"
-
-    def describe(self, node: str) -> str:
-        return f"uncordon node {node}"
+# --- actions (cordon, uncordon and creating the validator are the upgrade's own) -------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,20 +92,6 @@ class Evict:
 
     def describe(self, node: str) -> str:
         return f"evict pod {self.pod.key} ({self.why})"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CreateValidator:
-    name: ClassVar[str] = "create-validator"
-    manifest: dict[str, Any]
-
-    @property
-    def key(self) -> str:
-        meta = self.manifest["metadata"]
-        return f"{meta['namespace']}/{meta['name']}"
-
-    def describe(self, node: str) -> str:
-        return f"create validator pod {self.key} on {node}"
 
 
 @dataclass(frozen=True, kw_only=True)
