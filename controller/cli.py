@@ -2,6 +2,7 @@
 
     fleetplane controller reconcile|idle|spend|preempt [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
+    fleetplane controller health run|status [options]
 
 A CronJob runs `reconcile` every period. This module only builds the command line; what a pass
 needs (the Kubernetes client, OPA, Prometheus) is imported when the command runs.
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.remediation import cli as health_cli
 from controller.startup import common_options
 from controller.upgrade import cli as upgrade_cli
 
@@ -90,6 +92,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         )
         command.set_defaults(run=run)
     upgrade_cli.add_parser(commands)
+    health_cli.add_parser(commands)
     return parser
 
 

@@ -18,6 +18,30 @@ Cloud = Literal["aws", "gcp"]
 
 
 @dataclass(frozen=True, kw_only=True)
+class ThermalLimits:
+    """When a GPU of this model is too hot to keep taking work (controller/remediation).
+
+    hot_c: a node is cordoned when a GPU stayed above this core temperature (DCGM_FI_DEV_GPU_TEMP)
+        for every sample of `health.hot_for_seconds`.
+    cool_c: it is uncordoned only when every GPU stayed at or below this for the same window.
+        The gap between the two is the hysteresis that keeps a node near the line from flapping.
+
+    Both sit below the slowdown temperature the driver enforces on its own (NVML
+    `NVML_TEMPERATURE_THRESHOLD_SLOWDOWN`, which the validator's health check records per GPU):
+    above `hot_c` the GPU is one fan or heat-sink fault away from clocking down a whole gang.
+    85 C is the health check's own default limit (controller/health/judge.py); passively cooled
+    PCIe boards (L4, A10G, T4) depend on the chassis airflow and get a lower line.
+    """
+
+    hot_c: int
+    cool_c: int
+
+
+_SXM_THERMAL = ThermalLimits(hot_c=85, cool_c=75)
+_PCIE_THERMAL = ThermalLimits(hot_c=83, cool_c=73)
+
+
+@dataclass(frozen=True, kw_only=True)
 class AcceleratorModel:
     """One accelerator model.
 
@@ -30,6 +54,7 @@ class AcceleratorModel:
         the model has no MIG.
     gke_accelerator: GKE guest accelerator type, empty when GKE does not offer it.
     tpu_topology_dims: number of dimensions of a slice topology (2 for v5e/v6e, 3 for v4/v5p).
+    thermal: temperature lines of the run-time health remediation; None for TPUs (no DCGM).
     """
 
     name: str
@@ -41,6 +66,7 @@ class AcceleratorModel:
     mig_profiles: dict[str, int] = field(default_factory=dict)
     gke_accelerator: str = ""
     tpu_topology_dims: int = 0
+    thermal: ThermalLimits | None = None
 
     @property
     def is_tpu(self) -> bool:
@@ -102,6 +128,7 @@ MODELS: dict[str, AcceleratorModel] = {
             "hopper",
             mig_profiles=_H100_MIG,
             gke_accelerator="nvidia-h100-80gb",
+            thermal=_SXM_THERMAL,
         ),
         _gpu(
             "a100-40gb",
@@ -110,6 +137,7 @@ MODELS: dict[str, AcceleratorModel] = {
             "ampere",
             mig_profiles=_A100_40_MIG,
             gke_accelerator="nvidia-tesla-a100",
+            thermal=_SXM_THERMAL,
         ),
         _gpu(
             "a100-80gb",
@@ -118,10 +146,25 @@ MODELS: dict[str, AcceleratorModel] = {
             "ampere",
             mig_profiles=_A100_80_MIG,
             gke_accelerator="nvidia-a100-80gb",
+            thermal=_SXM_THERMAL,
         ),
-        _gpu("l4", "NVIDIA-L4", 23034, "ada-lovelace", gke_accelerator="nvidia-l4"),
-        _gpu("a10g", "NVIDIA-A10G", 23028, "ampere"),
-        _gpu("t4", "Tesla-T4", 15360, "turing", gke_accelerator="nvidia-tesla-t4"),
+        _gpu(
+            "l4",
+            "NVIDIA-L4",
+            23034,
+            "ada-lovelace",
+            gke_accelerator="nvidia-l4",
+            thermal=_PCIE_THERMAL,
+        ),
+        _gpu("a10g", "NVIDIA-A10G", 23028, "ampere", thermal=_PCIE_THERMAL),
+        _gpu(
+            "t4",
+            "Tesla-T4",
+            15360,
+            "turing",
+            gke_accelerator="nvidia-tesla-t4",
+            thermal=_PCIE_THERMAL,
+        ),
         _tpu("tpu-v4", "tpu-v4-podslice", 3),
         _tpu("tpu-v5e", "tpu-v5-lite-podslice", 2),
         _tpu("tpu-v5p", "tpu-v5p-slice", 3),

@@ -489,6 +489,43 @@ class UpgradeConfig(_Model):
     """How long validation watches for critical Xid events. Default None: the check's 2 s."""
 
 
+class HealthConfig(_Model):
+    """Run-time GPU health: faults found in DCGM series, remediated node by node
+    (controller/remediation). Temperature lines are per model, in `fleet.catalog`."""
+
+    max_unavailable: MaxUnavailable = "10%"
+    """Nodes of a pool the health machine may hold out of service at once (quarantined,
+    draining, remediating, validating, waiting for replacement, or cordoned hot), an integer or
+    "N%" of the pool rounded up, at least 1: a fleet-wide alert storm stops here. Default 10%."""
+    signal_window_seconds: int = Field(default=600, ge=60)
+    """How far back Xid and error-counter evidence is read each pass. Default 600."""
+    stale_after_seconds: int = Field(default=120, ge=15)
+    """A GPU whose newest sample is older than this is unknown: never healthy, never acted on.
+    Default 120."""
+    hot_for_seconds: int = Field(default=300, ge=60)
+    """A temperature must hold this long (every sample) to cordon, or to uncordon. Default 300."""
+    checkpoint_window_seconds: int = Field(default=1800, ge=0)
+    """How long running work on a quarantined node gets to checkpoint before it is evicted.
+    Default 1800."""
+    checkpoint_max_age_seconds: int = Field(default=900, ge=0)
+    """A pod (and its gang) whose last checkpoint is this recent is evicted at once. Default 900."""
+    remediation_timeout_seconds: int = Field(default=3600, gt=0)
+    """How long a reset or reboot request may stay unanswered before the next remedy is asked
+    for. Default 3600."""
+    validation_timeout_seconds: int = Field(default=1800, gt=0)
+    """How long the validator may take after a remediation. Default 1800."""
+    max_runtime_grace_seconds: int = Field(default=1800, ge=0)
+    """After the runtime warning, how long a pod past its maximum runtime gets to checkpoint
+    before it is stopped. Default 1800."""
+    straggler_window_seconds: int = Field(default=1800, ge=60)
+    """A gang member at near-zero utilisation while its peers are busy for this long is a
+    straggler (reported; acted on only where the health policy allows). Default 1800."""
+    straggler_util_percent: float = Field(default=5, ge=0, le=100)
+    """At or below this peak utilisation a gang member idles. Default 5."""
+    busy_util_percent: float = Field(default=50, ge=0, le=100)
+    """Peers above this mean utilisation are busy. Default 50."""
+
+
 class GpuOperatorConfig(_Model):
     """The NVIDIA GPU Operator Helm release."""
 
@@ -687,6 +724,8 @@ class FleetConfig(_Model):
     """Default see `BudgetConfig`."""
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig)
     """Default see `UpgradeConfig`."""
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    """Default see `HealthConfig`."""
     system_namespace: NamespaceName = "fleetplane-system"
     """Namespace of OPA and the controller. Default fleetplane-system."""
     gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)

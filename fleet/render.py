@@ -57,6 +57,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "budget": config.budget.model_dump(),
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
         "upgrade": config.upgrade.model_dump(),
+        "health": config.health.model_dump(),
         "gpu_operator": {"namespace": config.gpu_operator.namespace},
         "controller": render_controller(config),
     }
@@ -78,11 +79,13 @@ def _team(config: FleetConfig, team: TeamConfig) -> dict[str, Any]:
 
 def _model(name: str, prices: Any) -> dict[str, Any]:
     model = catalog.MODELS[name]
+    thermal = model.thermal
     return {
         "resource": model.resource,
         "node_label": model.node_label,
         "label_value": model.label_value,
         "price_per_hour_usd": prices.model_dump(by_alias=True),
+        "thermal": {"hot_c": thermal.hot_c, "cool_c": thermal.cool_c} if thermal else None,
     }
 
 

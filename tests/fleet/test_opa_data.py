@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "budget",
     "pools",
     "upgrade",
+    "health",
     "gpu_operator",
     "controller",
 }
@@ -33,7 +34,7 @@ TEAM_KEYS = {
     "quota",
     "budget_exempt_types",
 }
-MODEL_KEYS = {"resource", "node_label", "label_value", "price_per_hour_usd"}
+MODEL_KEYS = {"resource", "node_label", "label_value", "price_per_hour_usd", "thermal"}
 WORKLOAD_TYPE_KEYS = {
     "max_accelerators",
     "capacity",
