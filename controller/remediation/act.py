@@ -116,7 +116,7 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
                 f"{step.state or 'in service'} -> {shown}: {step.reason}",
             )
         return True
-    version = step.node.view.resource_version
+    version: str | None = step.node.view.resource_version
     complete = True
     evicted: dict[str, dict[str, Any]] = {}
     planned = {
@@ -154,9 +154,9 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             version = updated["metadata"]["resourceVersion"]
             rt.done(CONCERN, action.name, name, step.reason)
         elif isinstance(action, Taint | Untaint):
-            updated = _retaint(rt.kube, name, version, action)
-            if updated is not None:
-                version = updated["metadata"]["resourceVersion"]
+            retainted = _retaint(rt.kube, name, version, action)
+            if retainted is not None:
+                version = retainted["metadata"]["resourceVersion"]
             rt.done(CONCERN, action.name, name, step.reason)
         elif isinstance(action, Condition):
             stamp = format_time(rt.now)
@@ -184,7 +184,7 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         elif isinstance(action, DeleteValidator):
             _delete_exactly(rt.kube, action.pod.pod)  # type: ignore[arg-type]
             rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
-    detail = step.detail
+    detail: Any = step.detail
     if planned:
         base = detail or step.node.detail
         detail = base.but(evicted={**base.evicted, **planned})

@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 prom.close()
             plan = plan_pass(snapshot, verdicts_of(snapshot, health), health, now)
+            findings = {
+                n: [f.as_dict() for f in v.faults] for n, v in plan.verdicts.items() if v.faults
+            }
             document = {
                 "now": now,
                 "signals_error": snapshot.signals_error,
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                         print(f"  waiting {node}: {why}")
                     for node, note in sorted(report.notes.items()):
                         print(f"  {node}: {note}")
-                for node, faults in document["findings"].items():
+                for node, faults in findings.items():
                     for fault in faults:
                         print(
                             f"finding {node} GPU {fault['gpu']}: {fault['kind']}: {fault['reason']} [{fault['source']}]"

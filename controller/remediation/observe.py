@@ -174,7 +174,7 @@ def take_health_snapshot(
                 if n.state is None and n.detail.history and n.detail.history[-1].get("returned")
             }
             for name, returned in recent.items():
-                age = int(now - float(returned))
+                age = int(now - float(returned or 0))
                 if age >= settings.signal_window_seconds:
                     continue
                 narrow = Windows(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from controller.act.opa import Opa
@@ -22,17 +23,31 @@ from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
-from controller.remediation.act import act_on_plan
+from controller.remediation.act import ActReport, act_on_plan
 from controller.remediation.classify import CONTAINED_ECC, NodeVerdict, Thermal, classify_node
 from controller.remediation.observe import HealthSnapshot, take_health_snapshot
 from controller.remediation.plan import Plan, plan_pass
 from controller.remediation.settings import HealthSettings
 from controller.summary import Summary
 from controller.upgrade.act import node_ref
-from controller.upgrade.rollout import PassResult
 
 LEASE_SUFFIX = "-health"
 CONCERN = "health"
+
+
+@dataclass(kw_only=True)
+class PassResult:
+    """What one health pass did: its summary, plan and actions, or why it did not run."""
+
+    summary: Summary
+    plan: Plan | None = None
+    acted: ActReport = field(default_factory=ActReport)
+    skipped: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.summary.errors
 
 
 def verdicts_of(snapshot: HealthSnapshot, settings: HealthSettings) -> dict[str, NodeVerdict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from controller.config import ConfigProblems, FleetView
 from controller.upgrade.limits import resolve_max_unavailable
@@ -110,8 +110,7 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         hot, cool = (
             (lines.get("hot_c"), lines.get("cool_c")) if isinstance(lines, dict) else (None, None)
         )
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (hot, cool))
-        if not numbers or cool >= hot:
+        if not (_number(hot) and _number(cool)) or cool >= hot:
             problems.append(
                 f"models.{name}.thermal: hot_c and cool_c must be numbers, cool_c below hot_c"
             )
@@ -130,3 +129,7 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         raise ConfigProblems(problems)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return HealthSettings(**values)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
