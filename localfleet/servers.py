@@ -364,11 +364,12 @@ def debian_template_launcher(binary: Path) -> list[str]:
     """What to run Debian's `alertmanager` under. Debian's build reads its default
     notification template from DEBIAN_ALERTMANAGER_SHARE instead of embedding it, and stops
     without it. The package is unpacked, not installed: when that file is missing, the unpacked
-    package's own `usr/share` (beside its `usr/bin`) is laid over /usr/share in a private mount
-    namespace of the alertmanager process only (`unshare -m`, an overlay; needs root)."""
+    package's `usr/share`, which the bootstrap keeps beside the binary (`share/`), is laid over
+    /usr/share in a private mount namespace of the alertmanager process only (`unshare -m`, an
+    overlay; needs root)."""
     if (DEBIAN_ALERTMANAGER_SHARE / "default.tmpl").exists():
         return []
-    share = binary.resolve().parent.parent / "share"
+    share = binary.resolve().parent / "share"
     if not (share / "prometheus" / "alertmanager" / "default.tmpl").exists():
         raise ServerError(
             f"{binary} (Debian's alertmanager) needs {DEBIAN_ALERTMANAGER_SHARE}/default.tmpl "
