@@ -122,6 +122,16 @@ MODELS: dict[str, AcceleratorModel] = {
         _gpu("l4", "NVIDIA-L4", 23034, "ada-lovelace", gke_accelerator="nvidia-l4"),
         _gpu("a10g", "NVIDIA-A10G", 23028, "ampere"),
         _gpu("t4", "Tesla-T4", 15360, "turing", gke_accelerator="nvidia-tesla-t4"),
+        _gpu("a10", "NVIDIA-A10", 23028, "ampere"),
+        _gpu(
+            "v100-16gb", "Tesla-V100-SXM2-16GB", 16384, "volta", gke_accelerator="nvidia-tesla-v100"
+        ),
+        _gpu("v100-32gb", "Tesla-V100-SXM2-32GB", 32768, "volta"),
+        _gpu("p100", "Tesla-P100-PCIE-16GB", 16384, "pascal", gke_accelerator="nvidia-tesla-p100"),
+        # Alibaba's trace names two GPU models only G2 and G3 (not disclosed); their label
+        # values are the replay's own.
+        _gpu("alibaba-g2", "Alibaba-G2", 0, ""),
+        _gpu("alibaba-g3", "Alibaba-G3", 0, ""),
         _tpu("tpu-v4", "tpu-v4-podslice", 3),
         _tpu("tpu-v5e", "tpu-v5-lite-podslice", 2),
         _tpu("tpu-v5p", "tpu-v5p-slice", 3),

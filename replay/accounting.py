@@ -69,8 +69,8 @@ class Series:
     provisioned: list[int] = field(default_factory=list)
     billed: list[int] = field(default_factory=list)
     spot: list[int] = field(default_factory=list)
-    allocated: list[int] = field(default_factory=list)
-    busy: list[int] = field(default_factory=list)
+    allocated: list[float] = field(default_factory=list)
+    busy: list[float] = field(default_factory=list)
     util: list[float] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)
     pending_gpus: list[int] = field(default_factory=list)
@@ -100,10 +100,10 @@ class Accounting:
             return
         p0 = job.progress + (a - start)
         util, busy = job.workload.profile.integral(p0, p0 + (b - a))
-        self.integrals.busy_gpu_seconds += busy * job.gpus
-        self.integrals.util_gpu_seconds += util / 100.0 * job.gpus
+        self.integrals.busy_gpu_seconds += busy * job.held
+        self.integrals.util_gpu_seconds += util / 100.0 * job.held
 
-    def account_allocation(self, gpus: int, since: float, until: float) -> None:
+    def account_allocation(self, gpus: float, since: float, until: float) -> None:
         self.integrals.allocated_gpu_seconds += gpus * self.overlap(since, until)
 
     def account_node(self, node: SimNode, end: float) -> None:
@@ -141,15 +141,15 @@ class Accounting:
                 provisioned += pool.gpus_per_node
                 if pool.spot:
                     spot += pool.gpus_per_node
-        allocated = sum(g.gpus for g in ghosts)
-        busy = 0
+        allocated = sum(g.held for g in ghosts)
+        busy = 0.0
         util = 0.0
         for job in running:
-            allocated += job.gpus
+            allocated += job.held
             level = job.util_at(at)
             if level > 0:
-                busy += job.gpus
-                util += job.gpus * level / 100.0
+                busy += job.held
+                util += job.held * level / 100.0
         waiting = list(pending)
         s.provisioned.append(provisioned)
         s.billed.append(billed)

@@ -19,7 +19,7 @@ import numpy as np
 
 from replay.events import EMPTY_CHECK, INTERRUPT, NODE_READY
 from replay.fleet import FleetState
-from replay.objects import Job, PoolSpec, SimNode
+from replay.objects import MILLI, Job, PoolSpec, SimNode
 
 SECONDS_PER_MONTH = 30 * 86400
 
@@ -45,7 +45,9 @@ class Autoscaler:
             requested_at=at,
             ready_at=ready_at,
             view=pool.node_view(name),
-            free=pool.gpus_per_node,
+            gpu_left=[MILLI] * pool.gpus_per_node,
+            cpu_free=pool.cpu_milli,
+            memory_free=pool.memory_mib,
         )
         fleet.add_node(node)
         if at > 0 or not ready_now:
@@ -104,22 +106,30 @@ class Autoscaler:
 
     def scale_up(self, unplaced: Iterable[Job], at: float) -> None:
         """Nodes for pods that fit no ready node: first into room on nodes already coming,
-        else a new node of the cheapest pool that can take them, within `max_nodes`."""
+        else a new node of the cheapest pool that can take them (GPUs, CPU, memory), within
+        `max_nodes`. Room on coming nodes is counted in whole GPUs, CPU and memory."""
         fleet = self.fleet
-        room: dict[str, list[int]] = {}
+        room: dict[str, list[list[int]]] = {}
         for pool in fleet.pools:
-            room[pool.name] = [n.free for n in fleet.live[pool.name] if not n.ready]
+            room[pool.name] = [
+                [n.free, n.cpu_free, n.memory_free] for n in fleet.live[pool.name] if not n.ready
+            ]
         for job in unplaced:
-            for pool in fleet.compatible[job.capacity]:
+            for pool in fleet.compatible_pools(job):
+                limited = pool.cpu_milli > 0
+                need = (job.gpus, job.cpu_milli if limited else 0, job.memory_mib if limited else 0)
                 slots = room[pool.name]
-                fit = next((i for i, free in enumerate(slots) if free >= job.gpus), None)
+                fit = next(
+                    (s for s in slots if all(h >= n for h, n in zip(s, need, strict=True))), None
+                )
                 if fit is not None:
-                    slots[fit] -= job.gpus
+                    for i, n in enumerate(need):
+                        fit[i] -= n
                     break
-                if (
-                    len(fleet.live[pool.name]) < pool.config.max_nodes
-                    and pool.gpus_per_node >= job.gpus
+                whole = [pool.gpus_per_node, pool.cpu_milli, pool.memory_mib]
+                if len(fleet.live[pool.name]) < pool.config.max_nodes and all(
+                    h >= n for h, n in zip(whole, need, strict=True)
                 ):
                     self.request_node(pool, at)
-                    slots.append(pool.gpus_per_node - job.gpus)
+                    slots.append([h - n for h, n in zip(whole, need, strict=True)])
                     break

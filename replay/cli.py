@@ -231,7 +231,11 @@ def run_pack(args: argparse.Namespace) -> int:
     document = pack_report.summary(result)
     print(pack_report.table(document))
     for policy, figures in document["policies"].items():
-        print(f"  {policy}: {figures['seconds_per_draw']:.1f} s per draw", file=sys.stderr)
+        print(
+            f"  {policy}: {figures['seconds_per_draw']:.1f} s wall, "
+            f"{figures['cpu_seconds_per_draw']:.1f} CPU-s per draw",
+            file=sys.stderr,
+        )
     if args.out:
         paths = pack_report.write(args.out, document)
         print(f"\nreport: {paths['report']}\nfigures: {paths['json']}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from controller.decide.preempt import fits
 from controller.observe.model import Pod
@@ -62,10 +63,7 @@ class FleetState:
         self.running: dict[int, Job] = {}
         self.ghosts: list[Ghost] = []
         self.team_gpus: dict[str, int] = {t.name: 0 for t in scenario.fleet.teams}
-        self.compatible = {
-            capacity: self._compatible_pools(jobs, capacity) for capacity in ("on-demand", "spot")
-        }
-        """The pools a pod submitted to each capacity can land on, cheapest first."""
+        self._compatible: dict[tuple[Any, ...], list[PoolSpec]] = {}
 
     @property
     def counters(self) -> Counters:
@@ -74,14 +72,25 @@ class FleetState:
     def in_window(self, at: float) -> bool:
         return self.accounting.in_window(at)
 
-    def _compatible_pools(self, jobs: list[Job], capacity: str) -> list[PoolSpec]:
-        """Judged by the decision code's own predicate (`decide.preempt.fits`)."""
-        probe = next((j for j in jobs if j.capacity == capacity), None)
-        if probe is None:
-            return []
-        pod = probe.view(0.0, self.epoch)
-        found = [p for p in self.pools if fits(pod, p.node_view(f"{p.name}-probe"))]
-        return sorted(found, key=lambda p: (p.price_per_gpu_hour, p.name))
+    def compatible_pools(self, job: Job) -> list[PoolSpec]:
+        """The pools the job's pods can land on, cheapest first, judged by the decision code's
+        own predicate (`decide.preempt.fits`: selector, affinity, taints, GPUs per node); the
+        same for every job that asks the same of them."""
+        spec = job.template["spec"]
+        key = (
+            job.capacity,
+            job.gpus,
+            tuple(sorted(spec["nodeSelector"].items())),
+            repr(spec.get("affinity")),
+        )
+        found = self._compatible.get(key)
+        if found is None:
+            pod = job.view(0.0, self.epoch)
+            job.invalidate()
+            fitting = [p for p in self.pools if fits(pod, p.node_view(f"{p.name}-probe"))]
+            found = sorted(fitting, key=lambda p: (p.price_per_gpu_hour, p.name))
+            self._compatible[key] = found
+        return found
 
     def standing(self) -> Iterator[SimNode]:
         """Nodes requested and not removed, pool by pool."""
@@ -105,10 +114,12 @@ class FleetState:
 
     # ------------------------------------------------------------------ pods
 
-    def start(self, job: Job, node: SimNode, at: float) -> None:
+    def start(self, job: Job, node: SimNode, slots: tuple[int, ...], at: float) -> None:
+        """Run the job on the node, holding `slots` (its GPUs there, `SimNode.gpus_for`)."""
         del self.pending[job.workload.index]
         self.running[job.workload.index] = job
-        node.free -= job.gpus
+        job.slots = slots
+        job.held_milli = node.take(job, slots)
         node.jobs.append(job)
         node.empty_since = None
         self.team_gpus[job.team] = self.team_gpus.get(job.team, 0) + job.gpus
@@ -118,6 +129,8 @@ class FleetState:
         job.pending_since = None
         if job.first_start is None:
             job.first_start = at
+            job.first_model = node.pool.config.model
+            job.first_slots = slots
         job.invalidate()
         remaining = job.workload.work_seconds - job.progress
         self.events.push(at + max(0.0, remaining), COMPLETE, (job, job.attempt))
@@ -140,25 +153,29 @@ class FleetState:
                 team=job.team,
                 hold_start=job.run_start,
                 release_at=at + TERMINATION_GRACE_SECONDS,
+                slots=job.slots,
+                held_milli=job.held_milli,
+                cpu_milli=job.cpu_milli,
+                memory_mib=job.memory_mib,
             )
             node.ghosts.append(ghost)
             self.ghosts.append(ghost)
             self.events.push(ghost.release_at, RELEASE, ghost)
         else:
-            self.free(node, job.gpus, job.team, job.run_start, at)
+            self.free(node, job, job.run_start, at)
         job.node = None
         job.run_start = None
         job.progress = progress
         job.invalidate()
         return progress
 
-    def free(self, node: SimNode, gpus: int, team: str, since: float, at: float) -> None:
-        """GPUs held since `since` are free at `at`; a node left empty is checked for scale
-        down after `scale_down_seconds`."""
-        self.accounting.account_allocation(gpus, since, at)
-        self.team_gpus[team] = self.team_gpus.get(team, 0) - gpus
+    def free(self, node: SimNode, holder: Job | Ghost, since: float, at: float) -> None:
+        """What a pod (or a terminating one) held since `since` is free at `at`; a node left
+        empty is checked for scale down after `scale_down_seconds`."""
+        self.accounting.account_allocation(holder.held, since, at)
+        self.team_gpus[holder.team] = self.team_gpus.get(holder.team, 0) - holder.gpus
         if node.gone_at is None:
-            node.free += gpus
+            node.give_back(holder.slots, holder.held_milli, holder.cpu_milli, holder.memory_mib)
             if node.empty:
                 node.empty_since = at
                 self.events.push(at + self.settings.scale_down_seconds, EMPTY_CHECK, (node, at))
@@ -169,7 +186,7 @@ class FleetState:
             return False  # its node went away with it
         ghost.node.ghosts.remove(ghost)
         self.ghosts.remove(ghost)
-        self.free(ghost.node, ghost.gpus, ghost.team, ghost.hold_start, at)
+        self.free(ghost.node, ghost, ghost.hold_start, at)
         return True
 
     def complete(self, job: Job, attempt: int, at: float) -> bool:
@@ -201,7 +218,7 @@ class FleetState:
         c = self.counters
         if self.in_window(at):
             c.preemptions += 1
-            c.preempt_lost_gpu_seconds += lost * job.gpus
+            c.preempt_lost_gpu_seconds += lost * job.held
             kind = job.workload_type
             c.preempted_by_type[kind] = c.preempted_by_type.get(kind, 0) + 1
         self.check_harm(job, "preempted")
@@ -224,7 +241,7 @@ class FleetState:
             saved_until = at + (back - progress)
         if self.in_window(at):
             c.reclaims += 1
-            c.reclaimed_gpu_seconds += job.gpus * self.accounting.overlap(at, saved_until)
+            c.reclaimed_gpu_seconds += job.held * self.accounting.overlap(at, saved_until)
         if back is not None:
             if saved_until <= self.horizon:
                 c.reclaims_resumed += 1 if self.in_window(at) else 0
@@ -242,7 +259,7 @@ class FleetState:
         for ghost in list(node.ghosts):
             node.ghosts.remove(ghost)
             self.ghosts.remove(ghost)
-            self.free(node, ghost.gpus, ghost.team, ghost.hold_start, at)
+            self.free(node, ghost, ghost.hold_start, at)
         for job in list(node.jobs):
             lost = self.lose_progress(job, at)
             restart = job.checkpoint
@@ -251,7 +268,7 @@ class FleetState:
             job.lost_seconds += lost
             if counted:
                 c.spot_pods_interrupted += 1
-                c.spot_lost_gpu_seconds += lost * job.gpus
+                c.spot_lost_gpu_seconds += lost * job.held
             self.check_harm(job, "interrupted on spot")
             self.resubmit(job, at, restart)
 
@@ -268,9 +285,9 @@ class FleetState:
         for job in list(self.running.values()):
             assert job.run_start is not None
             accounting.account_run(job, job.run_start, at)
-            accounting.account_allocation(job.gpus, job.run_start, at)
+            accounting.account_allocation(job.held, job.run_start, at)
         for ghost in self.ghosts:
-            accounting.account_allocation(ghost.gpus, ghost.hold_start, at)
+            accounting.account_allocation(ghost.held, ghost.hold_start, at)
         for node in self.standing():
             accounting.account_node(node, at)
 

@@ -3,7 +3,8 @@ first, and onto which node.
 
 Pending pods are served by priority, then arrival (`fifo`), or by priority, then the team's
 GPUs in use per unit of queue weight, then arrival (`fair-share`, Volcano's proportion plugin
-in spirit). A pod goes to the fullest ready node it fits on (GPU packing). A team holding its
+in spirit). A pod goes to the fullest ready node it fits on (GPU packing): its GPUs (whole, or its share of one on a
+time-sliced pool), CPU and memory, on a model it accepts. A team holding its
 quota waits (Volcano queue capability). The scheduler never preempts: every preemption is the
 controller's.
 """
@@ -42,22 +43,26 @@ class Scheduler:
                 job.quota_blocked = True
                 continue
             job.quota_blocked = False
-            node = self.best_node(job)
-            if node is None:
+            found = self.best_node(job)
+            if found is None:
                 unplaced.append(job)
             else:
-                fleet.start(job, node, at)
+                fleet.start(job, found[0], found[1], at)
         return unplaced
 
-    def best_node(self, job: Job) -> SimNode | None:
-        """The ready node with the fewest free GPUs that still holds the job (then by name)."""
-        best: SimNode | None = None
-        for pool in self.fleet.compatible[job.capacity]:
+    def best_node(self, job: Job) -> tuple[SimNode, tuple[int, ...]] | None:
+        """The ready node with the fewest free milli-GPUs that holds the job (GPUs, CPU,
+        memory; then by name), and the GPUs it would take there."""
+        best: tuple[SimNode, tuple[int, ...]] | None = None
+        best_key: tuple[int, str] | None = None
+        for pool in self.fleet.compatible_pools(job):
             for node in self.fleet.live[pool.name]:
-                if (
-                    node.ready
-                    and node.free >= job.gpus
-                    and (best is None or (node.free, node.name) < (best.free, best.name))
-                ):
-                    best = node
+                if not node.ready:
+                    continue
+                key = (node.free_milli, node.name)
+                if best_key is not None and key >= best_key:
+                    continue
+                slots = node.gpus_for(job)
+                if slots is not None:
+                    best, best_key = (node, slots), key
         return best

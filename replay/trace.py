@@ -182,9 +182,15 @@ def _int(row: dict[str, str], key: str, path: Path, line: int, default: int | No
 def _check_columns(path: Path, header: Sequence[str] | None, required: tuple[str, ...]) -> None:
     missing = [c for c in required if c not in (header or [])]
     if missing:
+        untimed = all(c in (header or []) for c in REQUIRED_REQUEST_COLUMNS)
+        hint = (
+            "; a list without times is for packing: `fleetplane replay --mode pack`"
+            if untimed and required == REQUIRED_POD_COLUMNS
+            else ""
+        )
         raise TraceError(
             f"{path}: missing column(s) {', '.join(missing)}; a replay needs "
-            f"{', '.join(required)} (times in seconds from the start of the trace)"
+            f"{', '.join(required)} (times in seconds from the start of the trace){hint}"
         )
 
 

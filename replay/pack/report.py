@@ -68,6 +68,7 @@ def summary(result: Result) -> dict[str, Any]:
             "pods": int(np.mean([r.pods for r in runs])),
             "failed": float(np.mean([r.failed for r in runs])),
             "seconds_per_draw": round(float(np.mean([r.seconds for r in runs])), 2),
+            "cpu_seconds_per_draw": round(float(np.mean([r.cpu_seconds for r in runs])), 2),
             "unallocated_mean": np.round(unallocated.mean(axis=0), 3).tolist(),
             "unallocated_std": np.round(unallocated.std(axis=0), 3).tolist(),
             "fragmentation_mean": np.round(fragmentation.mean(axis=0), 3).tolist(),
