@@ -54,7 +54,8 @@ def main() -> int:
         print()
         for policy, f in document["policies"].items():
             print(
-                f"  {policy}: {f['seconds_per_draw']:.1f} s per draw, {f['pods']:,} pods, "
+                f"  {policy}: {f['seconds_per_draw']:.1f} s wall, "
+                f"{f['cpu_seconds_per_draw']:.1f} CPU-s per draw, {f['pods']:,} pods, "
                 f"{f['failed']:,.0f} did not fit"
             )
         if args.out:
