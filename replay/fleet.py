@@ -76,13 +76,15 @@ class FleetState:
         """The pools the job's pods can land on, cheapest first, judged by the decision code's
         own predicate (`decide.preempt.fits`: selector, affinity, taints, GPUs per node); the
         same for every job that asks the same of them."""
-        spec = job.template["spec"]
-        key = (
-            job.capacity,
-            job.gpus,
-            tuple(sorted(spec["nodeSelector"].items())),
-            repr(spec.get("affinity")),
-        )
+        key = job.pool_key
+        if key is None:
+            spec = job.template["spec"]
+            key = job.pool_key = (
+                job.capacity,
+                job.gpus,
+                tuple(sorted(spec["nodeSelector"].items())),
+                repr(spec.get("affinity")),
+            )
         found = self._compatible.get(key)
         if found is None:
             pod = job.view(0.0, self.epoch)

@@ -242,6 +242,8 @@ class Job:
     """The GPU model of the node its first pod ran on."""
     first_slots: tuple[int, ...] = ()
     """The GPUs of that node it held."""
+    pool_key: tuple[Any, ...] | None = None
+    """What decides the pools it may land on (`FleetState.compatible_pools`), once computed."""
 
     @property
     def team(self) -> str:
