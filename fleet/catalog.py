@@ -165,6 +165,28 @@ MODELS: dict[str, AcceleratorModel] = {
             gke_accelerator="nvidia-tesla-t4",
             thermal=_PCIE_THERMAL,
         ),
+        _gpu("a10", "NVIDIA-A10", 23028, "ampere", thermal=_PCIE_THERMAL),
+        _gpu(
+            "v100-16gb",
+            "Tesla-V100-SXM2-16GB",
+            16384,
+            "volta",
+            gke_accelerator="nvidia-tesla-v100",
+            thermal=_SXM_THERMAL,
+        ),
+        _gpu("v100-32gb", "Tesla-V100-SXM2-32GB", 32768, "volta", thermal=_SXM_THERMAL),
+        _gpu(
+            "p100",
+            "Tesla-P100-PCIE-16GB",
+            16384,
+            "pascal",
+            gke_accelerator="nvidia-tesla-p100",
+            thermal=_PCIE_THERMAL,
+        ),
+        # Alibaba's trace names two GPU models only G2 and G3 (not disclosed); their label
+        # values are the replay's own. No thermal lines: their limits are not published.
+        _gpu("alibaba-g2", "Alibaba-G2", 0, ""),
+        _gpu("alibaba-g3", "Alibaba-G3", 0, ""),
         _tpu("tpu-v4", "tpu-v4-podslice", 3),
         _tpu("tpu-v5e", "tpu-v5-lite-podslice", 2),
         _tpu("tpu-v5p", "tpu-v5p-slice", 3),
