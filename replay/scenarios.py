@@ -259,6 +259,9 @@ def _scenario(
             pool_shapes |= {p["name"]: s for p, s in zip(built, shapes, strict=True)}
         clusters = merged.get("clusters") or [{"name": "replay", "provider": "local"}]
         merged["clusters"] = [{**clusters[0], "pools": pools}, *clusters[1:]]
+    # The replay runs the controller's decision code itself: its fleet deploys no CronJob (and
+    # so names no controller image).
+    merged["controller"] = {**(merged.get("controller") or {}), "deploy": False}
     fleet = parse_fleet(merged)
     teams = {t.name for t in fleet.teams}
     for kind, shares in assignment.items():
