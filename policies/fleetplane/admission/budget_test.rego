@@ -46,11 +46,13 @@ budget_cases := {
 	"well under budget": {"input": testing.pod(testing.training), "spend": spent("research", 30000), "deny": set(), "warnings": 0},
 	"over the warning line": {"input": testing.pod(testing.training), "spend": spent("research", 38000), "deny": set(), "warnings": 1},
 	"over the budget": {"input": testing.pod(testing.training), "spend": spent("research", 48000), "deny": {"budget"}, "warnings": 0},
-	"budget-exempt type over the budget": {"input": testing.pod_in(testing.inference, "ml-serving"), "spend": spent("serving", 29999), "deny": set(), "warnings": 1},
-	"team-exempt type over the budget": {
+	# Issue 19: the budget_exempt type alone, or the team's list alone, no
+	# longer exempts (both were admitted with a warning).
+	"budget-exempt type the team does not list, over the budget": {"input": testing.pod_in(testing.inference, "ml-serving"), "spend": spent("serving", 29999), "deny": {"budget"}, "warnings": 0},
+	"type the team lists but that is not budget_exempt, over the budget": {
 		"input": testing.pod_in(testing.notebook, "analytics"),
 		"spend": spent("analytics", 5000),
-		"deny": set(), "warnings": 1,
+		"deny": {"budget"}, "warnings": 0,
 	},
 	"spend of another month": {
 		"input": testing.pod(testing.training),
@@ -83,9 +85,20 @@ test_budget_warning_message if {
 	with_spend(testing.pod(testing.training), spent("research", 38000), "warnings") == {"budget: team research would reach 81% of its monthly budget ($38000 spent this month + $2360 estimated for this workload, budget $50000), over the 80% warning line"}
 }
 
+serving_exempts_inference := object.union(testing.config, {"teams": {"serving": {"budget_exempt_types": ["inference"]}}})
+
 test_budget_exempt_warning_message if {
-	some w in with_spend(testing.pod_in(testing.inference, "ml-serving"), spent("serving", 29999), "warnings")
+	warnings := admission.warnings with input as testing.pod_in(testing.inference, "ml-serving")
+		with data.fleetplane.config as serving_exempts_inference
+		with data.fleetplane.spend as spent("serving", 29999)
+		with time.now_ns as testing.now_ns
+	some w in warnings
 	endswith(w, "admitted because inference workloads are exempt from the budget limit")
+	denials := admission.deny with input as testing.pod_in(testing.inference, "ml-serving")
+		with data.fleetplane.config as serving_exempts_inference
+		with data.fleetplane.spend as spent("serving", 29999)
+		with time.now_ns as testing.now_ns
+	denials == set()
 }
 
 test_malformed_spend_message_names_the_document if {

@@ -199,10 +199,16 @@ test_fast_path_answers_a_budget_warning_like_the_full_rules if {
 test_fast_path_gives_the_exemption_warning if {
 	rev := testing.deployment(testing.inference, 1)
 	spend := spent("research", 60000)
-	fast(rev, spend)
-	warnings := with_spend(rev, spend, "fast_warnings")
-	warnings == with_spend(rev, spend, "warning_list")
-	contains(warnings[0], "admitted because inference workloads are exempt")
+	exempting := object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}})
+	fast_warnings := admission.fast_warnings with input as rev
+		with data.fleetplane.config as exempting
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	fast_warnings == admission.warning_list with input as rev
+		with data.fleetplane.config as exempting
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	contains(fast_warnings[0], "admitted because inference workloads are exempt")
 }
 
 # A registry entry without the trailing "/" is left to the full rules (which

@@ -67,11 +67,15 @@ estimate_usd(items) := ((item.devices * item.price_per_hour_usd) * item.seconds)
 
 # METADATA
 # description: >-
-#   True when the workload type does not get denied for budget: the type is
-#   budget_exempt, or the team lists it in budget_exempt_types.
-exempt(_, workload_type) if config.workload_types[workload_type].budget_exempt == true
-
-exempt(team, workload_type) if workload_type in config.teams[team].budget_exempt_types
+#   True when the workload type does not get denied for budget, as the
+#   configuration model defines it (components/config.py): the type is
+#   budget_exempt ("teams may list this type") and the team lists it in
+#   budget_exempt_types ("types that keep running over budget"). Either
+#   alone exempts nothing.
+exempt(team, workload_type) if {
+	config.workload_types[workload_type].budget_exempt == true
+	workload_type in config.teams[team].budget_exempt_types
+}
 
 # METADATA
 # description: >-

@@ -60,15 +60,24 @@ test_estimate_usd if {
 	]) == 42
 }
 
+# Issue 19: the configuration model's meaning (components/config.py): a
+# type's budget_exempt lets teams list it, a team's budget_exempt_types lists
+# the types that keep running over budget; it takes both. Before, either
+# alone exempted ("type exempt" and "team exempts the type" were true).
 exempt_cases := {
-	"type exempt": ["research", "inference", true],
-	"team exempts the type": ["analytics", "notebook", true],
+	"type exempt, listed by no team": ["research", "inference", false],
+	"team lists a type that is not budget_exempt": ["analytics", "notebook", false],
+	"team lists a budget_exempt type": ["serving", "inference", true],
+	"another team lists it": ["research", "inference", false],
 	"other team": ["research", "notebook", false],
 	"not exempt": ["research", "training", false],
 }
 
+# The fixture with team serving listing inference, as the model allows.
+serving_exempts_inference := object.union(testing.config, {"teams": {"serving": {"budget_exempt_types": ["inference"]}}})
+
 exempt(team, workload_type) if {
-	budget.exempt(team, workload_type) with data.fleetplane.config as testing.config
+	budget.exempt(team, workload_type) with data.fleetplane.config as serving_exempts_inference
 } else := false
 
 test_exempt[name] if {
@@ -94,8 +103,13 @@ test_level[name] if {
 }
 
 test_exempt_type_over_budget_is_exempt if {
-	v := budget.verdict("research", "inference", 60000, now) with data.fleetplane.config as testing.config
+	v := budget.verdict("serving", "inference", 60000, now) with data.fleetplane.config as serving_exempts_inference
 	v.level == "exempt"
+}
+
+test_budget_exempt_type_not_listed_by_the_team_is_denied if {
+	v := budget.verdict("research", "inference", 60000, now) with data.fleetplane.config as testing.config
+	v.level == "deny"
 }
 
 test_zero_budget_denies_any_cost if {
