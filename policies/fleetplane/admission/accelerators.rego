@@ -16,6 +16,19 @@ judged if {
 	accelerator_workload
 }
 
+# METADATA
+# description: >-
+#   The rules of what a workload holds (its maximum, the approval threshold,
+#   an unbounded template) run where the template rules do, and on an update
+#   of its counts that makes it hold more than it did.
+holding_judged if judged
+
+holding_judged if {
+	mode == "holding"
+	accelerator_workload
+	total_devices > old_total_devices
+}
+
 # -------------------------------------------------------------- quantities
 
 deny contains sprintf("malformed-quantity: %s", [msg]) if {
@@ -243,7 +256,7 @@ open_pool_hint(reachable, _) := sprintf(
 # --------------------------------------------------------------- size
 
 deny contains msg if {
-	judged
+	holding_judged
 	total_devices > type_config.max_accelerators
 	msg := sprintf(
 		"max-accelerators: the workload holds %d accelerators at once (replicas x devices per pod); %s workloads may hold at most %d, so reduce replicas or devices",
@@ -252,7 +265,7 @@ deny contains msg if {
 }
 
 deny contains msg if {
-	judged
+	holding_judged
 	total_devices >= config.approval.threshold_accelerators
 	some f in facts
 	reason := approval_refusal(object.get(f.annotations, lib.keys.approval_id, null), total_devices, object_uids, f.where)

@@ -51,7 +51,7 @@ deny contains sprintf("malformed-request: %s", [msg]) if {
 }
 
 deny contains sprintf("malformed-request: %s", [msg]) if {
-	mode in {"full", "changes"}
+	mode in {"full", "changes", "holding"}
 	not shapes_ok
 	some msg in workloads.shape_problems(input.request.object, kind_class)
 }
@@ -211,9 +211,13 @@ kind_class := workloads.workload_class(input.request.kind, input.request.object)
 #   status and other subresources, kinds without pod templates); "scale" on an
 #   UPDATE of a scale subresource (the resulting holding of the parent);
 #   "full" on CREATE of every kind with pod templates and on UPDATE of a
-#   workload (not a Pod) whose spec changes; "metadata" on an UPDATE of a
-#   workload that changes only its metadata (who may write the platform's
-#   labels and annotations); "changes" on UPDATE of a Pod (also its
+#   workload (not a Pod) whose pod templates change; "holding" on an UPDATE
+#   of a workload whose spec changes but not its templates (replicas,
+#   parallelism, concurrency: what it holds, judged when that grows; its
+#   templates were judged when they were written, so a workload admitted
+#   under older rules can still be scaled down or suspended); "metadata" on
+#   an UPDATE of a workload that changes only its metadata (who may write
+#   the platform's labels and annotations); "changes" on UPDATE of a Pod (also its
 #   ephemeralcontainers and resize subresources), judged for what it changes;
 #   "podgroup" and "autoscaler" on CREATE and UPDATE of Volcano PodGroups and
 #   HorizontalPodAutoscalers. One else chain: the cases exclude each other,
@@ -228,6 +232,11 @@ mode := "none" if {
 	input.request.operation == "UPDATE"
 	input.request.subResource == "scale"
 } else := "full" if {
+	kind_class != "pod"
+	input.request.operation == "UPDATE"
+	object.get(input.request, "subResource", "") == ""
+	templates_changed
+} else := "holding" if {
 	kind_class != "pod"
 	input.request.operation == "UPDATE"
 	object.get(input.request, "subResource", "") == ""
@@ -253,6 +262,16 @@ mode := "none" if {
 # An update that leaves the spec as it was (labels, annotations, finalizers,
 # owner references) adds nothing the workload rules judge.
 spec_changed if input.request.object.spec != object.get(workloads.as_object(input.request.oldObject), "spec", null)
+
+templates_changed if [t.template | some t in templates] != [t.template | some t in old_templates]
+
+# The pod templates of the object before the update.
+old_templates := workloads.templates(workloads.as_object(input.request.oldObject), kind_class)
+
+# METADATA
+# description: >-
+#   Devices the workload held at once before the update (as total_devices).
+old_total_devices := sum([n | some t in old_templates; f := fact(t); n := f.replicas * f.devices])
 
 namespace := ns if {
 	ns := input.request.namespace
@@ -404,12 +423,12 @@ evaluated if {
 
 evaluated if {
 	derived
-	not judged
+	not holding_judged
 }
 
 evaluated if {
 	derived
-	judged
+	holding_judged
 	is_object(type_config)
 	is_object(team_config)
 	budget_evaluated
@@ -417,7 +436,7 @@ evaluated if {
 
 # shapes_ok holds only when every template gave a fact.
 derived if {
-	mode in {"full", "changes"}
+	mode in {"full", "changes", "holding"}
 	shapes_ok
 	is_number(total_devices)
 }

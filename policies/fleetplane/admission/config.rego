@@ -92,35 +92,35 @@ needed_fields contains [["platform", field], kind] if {
 	some field, kind in platform_schema
 }
 
-needed_fields contains [["pools"], "map"] if judged
+needed_fields contains [["pools"], "map"] if holding_judged
 
 needed_fields contains [["pools", name, field], kind] if {
-	judged
+	holding_judged
 	some name, _ in workloads.as_object(config.pools)
 	some field, kind in pool_schema
 }
 
-needed_fields contains [["workload_types"], "map"] if judged
+needed_fields contains [["workload_types"], "map"] if holding_judged
 
-needed_fields contains [["teams"], "map"] if judged
+needed_fields contains [["teams"], "map"] if holding_judged
 
-needed_fields contains [["models"], "map"] if judged
+needed_fields contains [["models"], "map"] if holding_judged
 
-needed_fields contains [["approval", "threshold_accelerators"], "number"] if judged
+needed_fields contains [["approval", "threshold_accelerators"], "number"] if holding_judged
 
 needed_fields contains [["workload_types", workload_type, field], kind] if {
-	judged
+	holding_judged
 	some field, kind in type_schema
 }
 
 needed_fields contains [["teams", team, field], kind] if {
-	judged
+	holding_judged
 	team
 	some field, kind in team_schema
 }
 
 needed_fields contains [["models", name, field], kind] if {
-	judged
+	holding_judged
 	some name, _ in workloads.as_object(config.models)
 	some field, kind in model_schema
 }
@@ -168,10 +168,10 @@ registries_ok if not mode in {"full", "changes"}
 
 registries_ok if is_array(config.registries)
 
-accelerator_config_ok if not judged
+accelerator_config_ok if not holding_judged
 
 accelerator_config_ok if {
-	judged
+	holding_judged
 	is_number(type_config.max_accelerators)
 	type_config.capacity in {"any", "spot", "on-demand"}
 	is_array(type_config.priority_classes)

@@ -17,7 +17,7 @@ import data.fleetplane.lib.workloads
 # ------------------------------------------------------------- unbounded
 
 deny contains msg if {
-	judged
+	holding_judged
 	some f in facts
 	not f.bounded
 	f.devices > 0
@@ -30,7 +30,7 @@ deny contains msg if {
 # runs a CronJob holds at once depend on its schedule and their runtime;
 # Forbid and Replace keep one.
 deny contains msg if {
-	judged
+	concurrency_judged
 	kind_class == "cronjob"
 	policy := object.get(input.request.object, ["spec", "concurrencyPolicy"], "Allow")
 	not policy in {"Forbid", "Replace"}
@@ -38,6 +38,16 @@ deny contains msg if {
 		"cronjob-concurrency: concurrencyPolicy %s lets the runs of an accelerator CronJob overlap, so nothing bounds what it holds; set spec.concurrencyPolicy: Forbid (or Replace)",
 		[json.marshal(policy)],
 	)
+}
+
+# Judged where the template rules are, and when an update of a CronJob's
+# spec (not its template) changes its policy.
+concurrency_judged if judged
+
+concurrency_judged if {
+	mode == "holding"
+	accelerator_workload
+	spec_written("concurrencyPolicy")
 }
 
 # ----------------------------------------------------------------- scale

@@ -140,3 +140,36 @@ test_api_group if {
 	admission.api_group("apps/v1") == "apps"
 	admission.api_group("v1") == ""
 }
+
+# ---------------------------------------------------- updates of the counts
+
+# A training template the rules of today refuse (admitted under older ones).
+legacy := testing.with_spec(testing.training, {"volumes": [{"name": "h", "hostPath": {"path": "/data"}}], "priorityClassName": "old-class"})
+
+scaled(tmpl, old, new) := testing.as_update(testing.deployment(tmpl, new), testing.deployment(tmpl, old).request.object)
+
+cron_update(old_fields, new_fields) := testing.as_update(
+	object.union(testing.cronjob(testing.training, {}), {"request": {"object": {"spec": new_fields}}}),
+	object.union(testing.cronjob(testing.training, {}), {"request": {"object": {"spec": old_fields}}}).request.object,
+)
+
+count_update_cases := {
+	"a legacy workload scaled down": [scaled(legacy, 4, 2), set()],
+	"a legacy workload scaled up within the maximum": [scaled(legacy, 1, 3), set()],
+	"a legacy workload scaled past the maximum": [scaled(legacy, 2, 9), {"max-accelerators", "approval"}],
+	"a workload scaled to the approval threshold": [scaled(testing.training, 1, 4), {"approval"}],
+	"a legacy workload's template changed": [testing.as_update(testing.deployment(testing.with_spec(legacy, {"nodeName": "n1"}), 1), testing.deployment(legacy, 1).request.object), {"host-path", "priority-class", "node-name"}],
+	"a legacy cronjob suspended": [cron_update({}, {"suspend": true}), set()],
+	"a cronjob allowed to overlap again": [cron_update({"concurrencyPolicy": "Forbid"}, {"concurrencyPolicy": "Allow"}), {"cronjob-concurrency"}],
+}
+
+test_count_updates[name] if {
+	some name, [rev, want] in count_update_cases
+	rules(rev) == want
+}
+
+test_count_update_mode if {
+	eval(count_update_cases["a legacy workload scaled down"][0], "mode") == "holding"
+	eval(count_update_cases["a legacy workload's template changed"][0], "mode") == "full"
+	eval(count_update_cases["a legacy workload scaled up within the maximum"][0], "old_total_devices") == 8
+}

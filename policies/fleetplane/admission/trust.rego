@@ -78,7 +78,7 @@ owned_writes contains [place, kind, key] if {
 }
 
 deny contains msg if {
-	mode in {"full", "changes", "metadata"}
+	mode in {"full", "changes", "holding", "metadata"}
 	judged_namespace
 	some [place, kind, key] in owned_writes
 	not platform_requester
