@@ -216,12 +216,16 @@ deny contains msg if {
 	some i, f in facts
 	some family, choice in placement[i].families
 	count(choice.models) > 0
-	reachable := {name | some name, pool in config.pools; pool_reachable(pool, name, choice.models, placement[i], f.spec)}
-	some name in reachable
-	not pool_open(config.pools[name])
+
+	# Only the pools reserved for others are followed further: most are open.
+	some name, pool in config.pools
+	not pool.teams == []
+	not pool_open(pool)
+	pool_reachable(pool, name, choice.models, placement[i], f.spec)
+	reachable := {other | some other, p in config.pools; pool_reachable(p, other, choice.models, placement[i], f.spec)}
 	msg := sprintf(
 		"pool: %s may land on pool %s (%s), which is reserved for %s; %s",
-		[f.where, name, config.pools[name].model, pool_teams(config.pools[name]), open_pool_hint(reachable, family)],
+		[f.where, name, pool.model, pool_teams(pool), open_pool_hint(reachable, family)],
 	)
 }
 

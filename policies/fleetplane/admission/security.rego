@@ -41,6 +41,14 @@ checked_containers contains [f.where, entry, pod_security_level(f)] if {
 	not [entry.list, entry.container] in previous_containers
 }
 
+# The checked containers that set a security context, as [where, entry,
+# level, context]: most set none, so the baseline rules on contexts look at
+# these only.
+container_contexts contains [where, entry, level, context] if {
+	some [where, entry, level] in checked_containers
+	context := entry.container.securityContext
+}
+
 # The containers of the object before the update, as [list, container].
 previous_containers := {[list, c] |
 	spec := workloads.as_object(object.get(workloads.as_object(input.request.oldObject), "spec", {}))
@@ -138,8 +146,8 @@ registry_host("localhost")
 # ------------------------------------------------------- baseline: containers
 
 deny contains msg if {
-	some [where, entry, _] in checked_containers
-	entry.container.securityContext.privileged == true
+	some [where, entry, _, context] in container_contexts
+	context.privileged == true
 	msg := sprintf(
 		"privileged: %s runs privileged; remove securityContext.privileged (the GPU device plugin already exposes the devices)",
 		[workloads.container_where(where, entry)],
@@ -154,8 +162,9 @@ baseline_capabilities := {
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	added := {c | some c in entry.container.securityContext.capabilities.add} - allowed_added_capabilities(level)
+	some [where, entry, level, context] in container_contexts
+	context.capabilities.add
+	added := {c | some c in context.capabilities.add} - allowed_added_capabilities(level)
 	count(added) > 0
 	msg := sprintf(
 		"capabilities: %s adds capabilities %s; remove them from securityContext.capabilities.add (%s allows only %s)",
@@ -180,33 +189,33 @@ deny contains msg if {
 drops_all(c) if "ALL" in c.securityContext.capabilities.drop
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	entry.container.securityContext.windowsOptions.hostProcess == true
+	some [where, entry, level, context] in container_contexts
+	context.windowsOptions.hostProcess == true
 	msg := sprintf("host-process: %s is a Windows HostProcess container; remove securityContext.windowsOptions.hostProcess (%s)", [workloads.container_where(where, entry), pss(level)])
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	proc_mount := entry.container.securityContext.procMount
+	some [where, entry, level, context] in container_contexts
+	proc_mount := context.procMount
 	proc_mount != "Default"
 	msg := sprintf("proc-mount: %s sets procMount %v; remove it, /proc must stay masked (%s)", [workloads.container_where(where, entry), proc_mount, pss(level)])
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	entry.container.securityContext.seccompProfile.type == "Unconfined"
+	some [where, entry, level, context] in container_contexts
+	context.seccompProfile.type == "Unconfined"
 	msg := sprintf("seccomp: %s runs without a seccomp profile (Unconfined); use RuntimeDefault or a Localhost profile (%s)", [workloads.container_where(where, entry), pss(level)])
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	entry.container.securityContext.appArmorProfile.type == "Unconfined"
+	some [where, entry, level, context] in container_contexts
+	context.appArmorProfile.type == "Unconfined"
 	msg := sprintf("apparmor: %s runs without an AppArmor profile (Unconfined); use RuntimeDefault or a Localhost profile (%s)", [workloads.container_where(where, entry), pss(level)])
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
-	some problem in selinux_problems(entry.container.securityContext.seLinuxOptions)
+	some [where, entry, level, context] in container_contexts
+	some problem in selinux_problems(context.seLinuxOptions)
 	msg := sprintf("selinux: %s %s (%s)", [workloads.container_where(where, entry), problem, pss(level)])
 }
 
@@ -223,6 +232,7 @@ deny contains msg if {
 # Kubernetes 1.34: "Host Probes / Lifecycle Hooks").
 deny contains msg if {
 	some [where, entry, level] in checked_containers
+	object.filter(entry.container, {"livenessProbe", "readinessProbe", "startupProbe", "lifecycle"}) != {}
 	some [handler, host] in handler_hosts(entry.container)
 	msg := sprintf("host-probes: %s aims %s at host %q; remove the host field, probes reach the pod itself (%s)", [workloads.container_where(where, entry), handler, host, pss(level)])
 }
@@ -390,9 +400,9 @@ runs_as_non_root(where, c) if {
 }
 
 deny contains msg if {
-	some [where, entry, level] in checked_containers
+	some [where, entry, level, context] in container_contexts
 	level == "restricted"
-	entry.container.securityContext.runAsUser == 0
+	context.runAsUser == 0
 	msg := sprintf("run-as-non-root: %s sets runAsUser 0 (root); run as another user (%s)", [workloads.container_where(where, entry), pss(level)])
 }
 
