@@ -345,6 +345,19 @@ approval_well_formed(approval) if {
 	true in {uid == null, is_string(uid)}
 }
 
+# spec.nodeName binds the pod to a node without the scheduler: no taint, no
+# model, pool or capacity rule applies; so it is refused for every pod (a
+# pod without accelerators on an accelerator node reaches its devices).
+deny contains msg if {
+	pod_rules_apply
+	some f in facts
+	workloads.non_empty_string(f.spec.nodeName)
+	msg := sprintf(
+		"node-name: %s sets spec.nodeName, which bypasses the scheduler, the nodes' taints and every placement rule; remove it and select nodes with nodeSelector",
+		[f.where],
+	)
+}
+
 # ---------------------------------------------------------- capacity type
 
 deny contains msg if {

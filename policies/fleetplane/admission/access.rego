@@ -7,9 +7,10 @@
 # without requesting an accelerator (on such a node the runtime exposes the
 # node's GPUs to an image that asks for them, e.g. CUDA images setting
 # NVIDIA_VISIBLE_DEVICES=all), dynamic resource allocation (resourceClaims:
-# what a claim allocates is not in the pod), or spec.nodeName (which skips
-# the scheduler, its taints and every placement rule). Host paths to device
-# nodes are refused by the host-path rule with every other hostPath.
+# what a claim allocates is not in the pod). spec.nodeName, which skips the
+# scheduler, its taints and every placement rule, is refused for every pod by
+# the node-name rule (accelerators.rego). Host paths to device nodes are
+# refused by the host-path rule with every other hostPath.
 package fleetplane.admission
 
 import data.fleetplane.config
@@ -123,16 +124,4 @@ resource_claims(spec) := {"spec.resourceClaims" | count(spec.resourceClaims) > 0
 	some list in ["containers", "initContainers", "ephemeralContainers"]
 	some i, c in spec[list]
 	count(c.resources.claims) > 0
-}
-
-# spec.nodeName binds the pod to a node without the scheduler: no taint, no
-# model, pool or capacity rule applies.
-deny contains msg if {
-	pod_rules_apply
-	some f in facts
-	workloads.non_empty_string(f.spec.nodeName)
-	msg := sprintf(
-		"node-name: %s sets spec.nodeName, which bypasses the scheduler, the nodes' taints and every placement rule; remove it and select nodes with nodeSelector",
-		[f.where],
-	)
 }
