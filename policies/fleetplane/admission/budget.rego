@@ -120,7 +120,7 @@ deny contains msg if {
 	budget_checked
 	verdict.level == "deny"
 	msg := sprintf(
-		"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds, or ask the platform team for more budget",
+		"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget",
 		[budget.describe(team, verdict), round(config.budget.deny_ratio * 100)],
 	)
 }

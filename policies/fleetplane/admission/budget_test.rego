@@ -79,7 +79,7 @@ test_budget[name] if {
 
 test_budget_deny_message if {
 	msgs := with_spend(testing.pod(testing.training), spent("research", 48000), "deny")
-	msgs == {"budget: team research would reach 101% of its monthly budget ($48000 spent this month + $2360 estimated for this workload, budget $50000), over the 100% limit; lower the devices, replicas or activeDeadlineSeconds, or ask the platform team for more budget"}
+	msgs == {"budget: team research would reach 101% of its monthly budget ($48000 spent this month + $2360 estimated for this workload, budget $50000), over the 100% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget"}
 }
 
 test_budget_warning_message if {
