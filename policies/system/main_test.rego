@@ -6,6 +6,7 @@ import data.system
 main(rev, spend) := result if {
 	result := system.main with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 }

@@ -16,6 +16,19 @@ judged if {
 	accelerator_workload
 }
 
+# METADATA
+# description: >-
+#   The rules of what a workload holds (its maximum, the approval threshold,
+#   an unbounded template) run where the template rules do, and on an update
+#   of its counts that makes it hold more than it did.
+holding_judged if judged
+
+holding_judged if {
+	mode == "holding"
+	accelerator_workload
+	total_devices > old_total_devices
+}
+
 # -------------------------------------------------------------- quantities
 
 deny contains sprintf("malformed-quantity: %s", [msg]) if {
@@ -191,10 +204,63 @@ deny contains msg if {
 
 model_allowed(name) if name in team_config.allowed_models
 
+# -------------------------------------------------------------------- pools
+
+# A pool restricted to some teams (config.pools.*.teams not empty) is theirs
+# alone: a template that may land on it (a pool of a model it selects, of a
+# capacity type it admits, among the pools it selects if it selects any) is
+# refused for any other team.
+deny contains msg if {
+	judged
+	team_config
+	some i, f in facts
+	some family, choice in placement[i].families
+	count(choice.models) > 0
+
+	# Only the pools reserved for others are followed further: most are open.
+	some name, pool in config.pools
+	not pool.teams == []
+	not pool_open(pool)
+	pool_reachable(pool, name, choice.models, placement[i], f.spec)
+	reachable := {other | some other, p in config.pools; pool_reachable(p, other, choice.models, placement[i], f.spec)}
+	msg := sprintf(
+		"pool: %s may land on pool %s (%s), which is reserved for %s; %s",
+		[f.where, name, pool.model, pool_teams(pool), open_pool_hint(reachable, family)],
+	)
+}
+
+pool_reachable(pool, name, models, p, spec) if {
+	pool.model in models
+	{"spot": p.opens_spot, "on-demand": not_pinned_to_spot(p)}[pool.capacity_type] == true
+	pool_selected(spec, name)
+}
+
+not_pinned_to_spot(p) := p.pins_spot == false
+
+pool_selected(spec, name) if name in scheduling.label_values(spec, lib.keys.pool)
+
+pool_selected(spec, _) if not scheduling.label_values(spec, lib.keys.pool)
+
+pool_open(pool) if pool.teams == []
+
+pool_open(pool) if team in pool.teams
+
+pool_teams(pool) := sprintf("teams %s", [concat(", ", pool.teams)]) if {
+	is_array(pool.teams)
+} else := sprintf("nobody (its teams are %s, not a list)", [json.marshal(object.get(pool, "teams", null))])
+
+open_pool_hint(reachable, _) := sprintf(
+	"select pools open to team %s with nodeSelector %s: one of %s",
+	[team, lib.keys.pool, concat(", ", sort(open))],
+) if {
+	open := {name | some name in reachable; pool_open(config.pools[name])}
+	count(open) > 0
+} else := sprintf("no pool open to team %s has that model; select another model", [team])
+
 # --------------------------------------------------------------- size
 
 deny contains msg if {
-	judged
+	holding_judged
 	total_devices > type_config.max_accelerators
 	msg := sprintf(
 		"max-accelerators: the workload holds %d accelerators at once (replicas x devices per pod); %s workloads may hold at most %d, so reduce replicas or devices",
@@ -203,25 +269,91 @@ deny contains msg if {
 }
 
 deny contains msg if {
-	judged
+	holding_judged
 	total_devices >= config.approval.threshold_accelerators
 	some f in facts
-	not approved(f)
+	reason := approval_refusal(object.get(f.annotations, lib.keys.approval_id, null), total_devices, object_uids, f.where)
 	msg := sprintf(
-		"approval: the workload holds %d accelerators (approval needed from %d); set annotation %s on %s to an approved request id",
-		[total_devices, config.approval.threshold_accelerators, lib.keys.approval_id, f.where],
+		"approval: the workload holds %d accelerators (approval needed from %d); %s",
+		[total_devices, config.approval.threshold_accelerators, reason],
 	)
 }
 
-approved(f) if f.annotations[lib.keys.approval_id] in config.approval.approved_ids
+# METADATA
+# description: >-
+#   The uids that identify the object under review to approvals and
+#   reservations: its own and those of its owners (a ReplicaSet's
+#   Deployment, a Job's CronJob, a pod's ReplicaSet or Job).
+object_uids := {uid |
+	metadata := workloads.as_object(object.get(input.request.object, "metadata", {}))
+	some uid in array.concat(
+		[object.get(metadata, "uid", null)],
+		[object.get(workloads.as_object(owner), "uid", null) | some owner in workloads.as_array(object.get(metadata, "ownerReferences", []))],
+	)
+	is_string(uid)
+}
 
+# METADATA
+# description: >-
+#   Why the approval id (null when none is set) does not cover a workload of
+#   the team that holds held accelerators, identified by uids; undefined when
+#   it does. Approvals are data.fleetplane.approvals[id] = {team,
+#   max_accelerators, expires_at (epoch seconds), uid (null until the
+#   controller binds the approval to the first workload that uses it)}.
+approval_refusal(id, held, uids, where) := sprintf(
+	"set annotation %s on %s to an approved request id",
+	[lib.keys.approval_id, where],
+) if {
+	not is_string(id)
+} else := sprintf(
+	"approval %q on %s is unknown; set annotation %s to an approved request id",
+	[id, where, lib.keys.approval_id],
+) if {
+	not data.fleetplane.approvals[id]
+} else := sprintf(
+	"approval %q is malformed in data.fleetplane.approvals (it must be {team, max_accelerators, expires_at, uid}); ask the platform team",
+	[id],
+) if {
+	not approval_well_formed(data.fleetplane.approvals[id])
+} else := sprintf(
+	"approval %q was granted to team %s, not to team %s",
+	[id, data.fleetplane.approvals[id].team, team],
+) if {
+	not data.fleetplane.approvals[id].team == team
+} else := sprintf(
+	"approval %q covers at most %d accelerators; ask for a new approval",
+	[id, data.fleetplane.approvals[id].max_accelerators],
+) if {
+	held > data.fleetplane.approvals[id].max_accelerators
+} else := sprintf(
+	"approval %q expired at %s; ask for a new approval",
+	[id, time.format(data.fleetplane.approvals[id].expires_at * 1000000000)],
+) if {
+	data.fleetplane.approvals[id].expires_at * 1000000000 <= now_ns
+} else := sprintf(
+	"approval %q is bound to another workload (uid %s); ask for a new approval",
+	[id, data.fleetplane.approvals[id].uid],
+) if {
+	not object.get(data.fleetplane.approvals[id], "uid", null) in array.concat([null], [u | some u in uids])
+}
+
+approval_well_formed(approval) if {
+	is_string(approval.team)
+	is_number(approval.max_accelerators)
+	is_number(approval.expires_at)
+	uid := object.get(approval, "uid", null)
+	true in {uid == null, is_string(uid)}
+}
+
+# spec.nodeName binds the pod to a node without the scheduler: no taint, no
+# model, pool or capacity rule applies; so it is refused for every pod (a
+# pod without accelerators on an accelerator node reaches its devices).
 deny contains msg if {
-	judged
+	pod_rules_apply
 	some f in facts
-	f.devices > 0
 	workloads.non_empty_string(f.spec.nodeName)
 	msg := sprintf(
-		"node-name: %s sets spec.nodeName, which bypasses the scheduler and every placement rule; remove it and select nodes with nodeSelector",
+		"node-name: %s sets spec.nodeName, which bypasses the scheduler, the nodes' taints and every placement rule; remove it and select nodes with nodeSelector",
 		[f.where],
 	)
 }

@@ -1,5 +1,6 @@
 package fleetplane.admission_test
 
+import data.fleetplane.admission
 import data.fleetplane.testing
 
 # Shorthands for the templates of the fixtures.
@@ -104,8 +105,15 @@ test_accelerators_outside_team_namespaces_are_denied if {
 	rules(testing.pod_in(training, "default")) == {"team"}
 }
 
-test_cpu_pod_outside_team_namespaces_is_allowed if {
+# Issue 19: a namespace of no team is judged too (it was not): the security
+# rules apply there; only the platform's own namespaces are left alone.
+test_cpu_pod_outside_team_namespaces_is_judged if {
 	rev := testing.pod_in(testing.with_spec(testing.cpu, {"hostNetwork": true, "containers": [{"name": "x", "image": "ubuntu"}]}), "default")
+	rules(rev) == {"host-namespaces", "image-registry"}
+}
+
+test_cpu_pod_in_a_system_namespace_is_not_judged if {
+	rev := testing.pod_in(testing.with_spec(testing.cpu, {"hostNetwork": true, "containers": [{"name": "x", "image": "ubuntu"}]}), "kube-system")
 	deny(rev) == set()
 	allowed(rev)
 }
@@ -337,4 +345,137 @@ test_every_violation_is_reported_at_once if {
 		"hostIPC": true,
 	}))
 	rules(rev) == {"max-accelerators", "priority-class", "node-name", "host-namespaces"}
+}
+
+# ------------------------------------------------------------- approvals
+
+approval_annotation(id) := {"fleetplane.dev/approval-id": id}
+
+# A Job of 4 x 8 GPUs (32, at the approval threshold) carrying an approval id.
+approved_job(id) := testing.job(testing.with_annotations(training, approval_annotation(id)), {"parallelism": 4})
+
+approvals_with(entry) := {"APR-X": entry}
+
+approval := {"team": "research", "max_accelerators": 32, "expires_at": testing.now + 60, "uid": null}
+
+deny_with_approvals(rev, approvals) := result if {
+	result := admission.deny with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+approval_cases := {
+	"granted to the team, large enough, unexpired": [approval, set()],
+	"granted to another team": [object.union(approval, {"team": "serving"}), {"approval"}],
+	"too small": [object.union(approval, {"max_accelerators": 16}), {"approval"}],
+	"expired": [object.union(approval, {"expires_at": testing.now}), {"approval"}],
+	"bound to another workload": [object.union(approval, {"uid": "uid-other"}), {"approval"}],
+	"bound to this workload's owner": [object.union(approval, {"uid": "uid-cron"}), set()],
+	"malformed": [object.union(approval, {"max_accelerators": "32"}), {"approval"}],
+}
+
+# The Job is owned by a CronJob of uid uid-cron.
+owned_job(id) := object.union(approved_job(id), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}})
+
+test_approvals[name] if {
+	some name, [entry, want] in approval_cases
+	{split(m, ":")[0] | some m in deny_with_approvals(owned_job("APR-X"), approvals_with(entry))} == want
+}
+
+approval_reasons := {
+	"granted to another team": `approval "APR-X" was granted to team serving, not to team research`,
+	"too small": `approval "APR-X" covers at most 16 accelerators`,
+	"expired": `approval "APR-X" expired at 2026-11-18T11:06:40Z`,
+	"bound to another workload": `approval "APR-X" is bound to another workload (uid uid-other)`,
+	"malformed": `approval "APR-X" is malformed in data.fleetplane.approvals`,
+}
+
+test_approval_reasons[name] if {
+	some name, reason in approval_reasons
+	some m in deny_with_approvals(owned_job("APR-X"), approvals_with(approval_cases[name][0]))
+	contains(m, reason)
+}
+
+test_unknown_approval_reason if {
+	some m in deny(approved_job("APR-1999-999"))
+	contains(m, `approval "APR-1999-999" on spec.template is unknown`)
+}
+
+test_approval_list_in_the_configuration_is_not_read if {
+	config := object.union(testing.config, {"approval": {"approved_ids": ["APR-X"]}})
+	msgs := admission.deny with input as approved_job("APR-X")
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as {}
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	some m in msgs
+	startswith(m, "approval:")
+}
+
+test_object_uids if {
+	admission.object_uids == {"uid-job", "uid-cron"} with input as owned_job("APR-X")
+}
+
+# ------------------------------------------------------------------ pools
+
+# h100-spot reserved for team serving, a100-on-demand for research.
+reserved_pools := object.union(testing.config, {"pools": {
+	"h100-spot": {"teams": ["serving"]},
+	"a100-on-demand": {"teams": ["research"]},
+}})
+
+rules_with_pools(rev) := {split(m, ":")[0] | some m in result} if {
+	result := admission.deny with input as rev
+		with data.fleetplane.config as reserved_pools
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+spot_h100_training := testing.with_annotations(
+	testing.with_spec(training, {"nodeSelector": object.union(testing.h100, testing.spot_selector), "tolerations": [testing.spot_toleration]}),
+	{"fleetplane.dev/checkpoint-location": "s3://c/r"},
+)
+
+pool_cases := {
+	"a spot template on a pool reserved for another team": [testing.pod(spot_h100_training), {"pool"}],
+	"an on-demand template cannot land on the spot pool": [testing.pod(training), set()],
+	"the team that owns the pool": [testing.pod_in(testing.with_spec(testing.inference, {"tolerations": []}), "ml-serving"), set()],
+	"a model whose pool is the team's own": [testing.pod(testing.with_spec(training, {"nodeSelector": testing.a100})), set()],
+	"another team on a pool reserved for research": [testing.pod_in(testing.with_spec(testing.inference, {"nodeSelector": testing.a100}), "ml-serving"), {"pool"}],
+	"a template selecting an open pool by name": [
+		testing.pod(testing.with_spec(spot_h100_training, {"nodeSelector": object.union(object.union(testing.h100, testing.spot_selector), {"fleetplane.dev/pool": "h100-on-demand-open"})})),
+		set(),
+	],
+}
+
+test_pools[name] if {
+	some name, [rev, want] in pool_cases
+	rules_with_pools(rev) == want
+}
+
+test_pool_message_names_the_pool_and_the_way_out if {
+	msgs := admission.deny with input as testing.pod(spot_h100_training)
+		with data.fleetplane.config as reserved_pools
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	"pool: pod may land on pool h100-spot (h100-80gb), which is reserved for teams serving; no pool open to team research has that model; select another model" in msgs
+}
+
+test_pool_message_lists_open_pools if {
+	config := object.union(reserved_pools, {"pools": {"h100-open": {"model": "h100-80gb", "capacity_type": "spot", "teams": []}}})
+	msgs := admission.deny with input as testing.pod(spot_h100_training)
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	some m in msgs
+	endswith(m, "select pools open to team research with nodeSelector fleetplane.dev/pool: one of h100-open")
+}
+
+test_pool_teams_that_are_not_a_list_are_nobody_s if {
+	admission.pool_teams({"teams": "research"}) == `nobody (its teams are "research", not a list)`
 }

@@ -1,8 +1,10 @@
 # METADATA
 # title: Admission gate
 # description: >-
-#   Judges an admission.k8s.io/v1 AdmissionReview for Pods and the pod templates
-#   of Deployments, StatefulSets, ReplicaSets, Jobs, CronJobs and Volcano Jobs.
+#   Judges an admission.k8s.io/v1 AdmissionReview for Pods and every object
+#   carrying pod templates (the workload kinds it knows, and any other kind by
+#   the shape of its templates), the scale subresource, HorizontalPodAutoscalers
+#   and Volcano PodGroups, in every namespace but the platform's own.
 #   deny is the set of messages, one per violated rule and place, each starting
 #   with the rule's name and saying what to change; warnings are admitted with
 #   the workload. This file reads the request and derives the facts the rules
@@ -49,7 +51,7 @@ deny contains sprintf("malformed-request: %s", [msg]) if {
 }
 
 deny contains sprintf("malformed-request: %s", [msg]) if {
-	mode != "none"
+	mode in {"full", "changes", "holding"}
 	not shapes_ok
 	some msg in workloads.shape_problems(input.request.object, kind_class)
 }
@@ -200,28 +202,81 @@ has_object if is_object(input.request.object)
 
 # The rules read input.request directly: a rule naming it would cost OPA a
 # rule evaluation on every review, fast path included.
-kind_class := workloads.kind_class(input.request.kind)
+# workloads.workload_class, written out: a function call fewer on every review.
+kind_class := class if {
+	class := workloads.kind_class(input.request.kind)
+} else := "generic" if {
+	count(workloads.discovered_templates(input.request.object)) > 0
+}
 
 # METADATA
 # description: >-
-#   What the gate checks: "full" on CREATE of every gated kind and UPDATE of
-#   workload controllers; "images" on UPDATE of a Pod (only new images can
-#   appear there); "none" otherwise (DELETE, CONNECT, status and other
-#   subresources, kinds that are not gated). One else chain: the cases
-#   exclude each other, and OPA stops at the first that holds.
-mode := "full" if {
+#   What the gate checks. "none" in the platform's own namespaces
+#   (config.system_namespaces) and for what holds nothing (DELETE, CONNECT,
+#   status and other subresources, kinds without pod templates); "scale" on an
+#   UPDATE of a scale subresource (the resulting holding of the parent);
+#   "full" on CREATE of every kind with pod templates and on UPDATE of a
+#   workload (not a Pod) whose pod templates change; "holding" on an UPDATE
+#   of a workload whose spec changes but not its templates (replicas,
+#   parallelism, concurrency: what it holds, judged when that grows; its
+#   templates were judged when they were written, so a workload admitted
+#   under older rules can still be scaled down or suspended); "metadata" on
+#   an UPDATE of a workload that changes only its metadata (who may write
+#   the platform's labels and annotations); "changes" on UPDATE of a Pod (also its
+#   ephemeralcontainers and resize subresources), judged for what it changes;
+#   "podgroup" and "autoscaler" on CREATE and UPDATE of Volcano PodGroups and
+#   HorizontalPodAutoscalers. One else chain: the cases exclude each other,
+#   and OPA stops at the first that holds.
+mode := "none" if {
+	system_namespace
+} else := "full" if {
 	kind_class
 	input.request.operation == "CREATE"
 	object.get(input.request, "subResource", "") == ""
+} else := "scale" if {
+	input.request.operation == "UPDATE"
+	input.request.subResource == "scale"
 } else := "full" if {
 	kind_class != "pod"
 	input.request.operation == "UPDATE"
 	object.get(input.request, "subResource", "") == ""
-} else := "images" if {
+	templates_changed
+} else := "holding" if {
+	kind_class != "pod"
+	input.request.operation == "UPDATE"
+	object.get(input.request, "subResource", "") == ""
+	spec_changed
+} else := "metadata" if {
+	kind_class != "pod"
+	input.request.operation == "UPDATE"
+	object.get(input.request, "subResource", "") == ""
+} else := "changes" if {
 	kind_class == "pod"
 	input.request.operation == "UPDATE"
-	object.get(input.request, "subResource", "") in {"", "ephemeralcontainers"}
+	object.get(input.request, "subResource", "") in {"", "ephemeralcontainers", "resize"}
+} else := "podgroup" if {
+	[object.get(input.request.kind, "group", ""), input.request.kind.kind] == ["scheduling.volcano.sh", "PodGroup"]
+	input.request.operation in {"CREATE", "UPDATE"}
+	object.get(input.request, "subResource", "") == ""
+} else := "autoscaler" if {
+	[object.get(input.request.kind, "group", ""), input.request.kind.kind] == ["autoscaling", "HorizontalPodAutoscaler"]
+	input.request.operation in {"CREATE", "UPDATE"}
+	object.get(input.request, "subResource", "") == ""
 } else := "none"
+
+# An update that leaves the spec as it was (labels, annotations, finalizers,
+# owner references) adds nothing the workload rules judge.
+spec_changed if input.request.object.spec != object.get(workloads.as_object(input.request.oldObject), "spec", null)
+
+templates_changed if [t.template | some t in templates] != [t.template | some t in old_templates]
+
+# The pod templates of the object before the update.
+old_templates := workloads.templates(workloads.as_object(input.request.oldObject), kind_class)
+
+# METADATA
+# description: >-
+#   Devices the workload held at once before the update (as total_devices).
+old_total_devices := sum([n | some t in old_templates; f := fact(t); n := f.replicas * f.devices])
 
 namespace := ns if {
 	ns := input.request.namespace
@@ -241,6 +296,41 @@ team_config := config.teams[team]
 
 in_team_namespace if team
 
+# METADATA
+# description: >-
+#   "team" for a team's namespace, "system" for one of the platform's own
+#   (config.system_namespaces, a reviewed list: nothing there is judged),
+#   "other" for any other namespace (judged, and without a team, so it may
+#   not use accelerators). Undefined while the list is missing, so such a
+#   review is refused (config).
+namespace_class := "team" if {
+	in_team_namespace
+} else := "system" if {
+	namespace in config.system_namespaces
+} else := "other" if {
+	is_array(config.system_namespaces)
+}
+
+# A namespace of the platform's own (as namespace_class says, without
+# deriving the class of a team namespace: the test fails at its first
+# lookup there).
+system_namespace if {
+	not config.namespaces[namespace]
+	namespace in config.system_namespaces
+}
+
+# Every namespace but the platform's own is judged.
+judged_namespace if namespace_class in {"team", "other"}
+
+# METADATA
+# description: >-
+#   The user or service account the API server says made the request; empty
+#   when the review names none.
+requester := u if {
+	u := input.request.userInfo.username
+	is_string(u)
+} else := ""
+
 # ------------------------------------------------------------------ facts
 
 templates := workloads.templates(input.request.object, kind_class)
@@ -249,9 +339,12 @@ templates := workloads.templates(input.request.object, kind_class)
 # description: >-
 #   One entry per pod template, derived once and read by every rule: where
 #   (for messages), labels, annotations, spec, replicas (pods running at
-#   once), deadline (seconds or null), entries (the containers with their
-#   accelerator quantities), demand (devices per accelerator resource of one
-#   pod), devices (their sum), well_formed and quantities_ok.
+#   once), deadline (the shortest deadline, seconds or null), wall (the
+#   workload's own deadline or null), pod_deadline (the pod's or null), runs,
+#   replaced, bounded and bound (see workloads.templates), entries (the
+#   containers with their accelerator quantities), demand (devices per
+#   accelerator resource of one pod), devices (their sum), well_formed and
+#   quantities_ok.
 facts := [fact(t) | some t in templates]
 
 fact(t) := {
@@ -261,6 +354,12 @@ fact(t) := {
 	"spec": spec,
 	"replicas": array.concat([n | n := t.replicas; is_number(n); n >= 0; n == floor(n)], [0])[0],
 	"deadline": array.concat(sort(deadlines), [null])[0],
+	"wall": array.concat([d | d := t.deadline; workloads.positive_whole(d)], [null])[0],
+	"pod_deadline": array.concat([d | d := object.get(spec, "activeDeadlineSeconds", null); workloads.positive_whole(d)], [null])[0],
+	"runs": t.runs,
+	"replaced": t.replaced,
+	"bounded": t.bounded,
+	"bound": t.bound,
 	"entries": entries,
 	"demand": demand,
 	"devices": sum([n | some n in demand]),
@@ -326,14 +425,23 @@ default evaluated := false
 
 evaluated if mode == "none"
 
+# The modes without pod templates read single fields; their rules fail
+# closed on their own (a missing field denies).
+evaluated if mode in {"metadata", "podgroup", "autoscaler"}
+
 evaluated if {
-	derived
-	not judged
+	mode == "scale"
+	scale_evaluated
 }
 
 evaluated if {
 	derived
-	judged
+	not holding_judged
+}
+
+evaluated if {
+	derived
+	holding_judged
 	is_object(type_config)
 	is_object(team_config)
 	budget_evaluated
@@ -341,7 +449,7 @@ evaluated if {
 
 # shapes_ok holds only when every template gave a fact.
 derived if {
-	mode != "none"
+	mode in {"full", "changes", "holding"}
 	shapes_ok
 	is_number(total_devices)
 }

@@ -8,6 +8,7 @@ import data.fleetplane.testing
 deny(rev) := result if {
 	result := admission.deny with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -18,6 +19,7 @@ rules(rev) := {split(m, ":")[0] | some m in deny(rev)}
 allowed(rev) if {
 	admission.allowed with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -25,6 +27,7 @@ allowed(rev) if {
 eval(rev, rule) := result if {
 	result := admission[rule] with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -84,11 +87,23 @@ test_namespace_falls_back_to_object_metadata if {
 
 mode_cases := {
 	"pod create": {"input": valid_pod, "want": "full"},
-	"pod update": {"input": testing.as_update(valid_pod, valid_pod.request.object), "want": "images"},
+	"pod update": {"input": testing.as_update(valid_pod, valid_pod.request.object), "want": "changes"},
 	"pod ephemeral containers": {
 		"input": object.union(testing.as_update(valid_pod, valid_pod.request.object), {"request": {"subResource": "ephemeralcontainers"}}),
-		"want": "images",
+		"want": "changes",
 	},
+	"pod resize": {
+		"input": object.union(testing.as_update(valid_pod, valid_pod.request.object), {"request": {"subResource": "resize"}}),
+		"want": "changes",
+	},
+	"deployment update of metadata only": {
+		"input": testing.as_update(testing.deployment(testing.training, 1), testing.deployment(testing.training, 1).request.object),
+		"want": "metadata",
+	},
+	"scale": {"input": testing.scale("apps", "statefulsets", "s", "uid-s", 1, 2), "want": "scale"},
+	"podgroup": {"input": testing.podgroup({"queue": "research"}), "want": "podgroup"},
+	"autoscaler": {"input": testing.autoscaler({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s"}, 2), "want": "autoscaler"},
+	"system namespace": {"input": testing.pod_in(testing.training, "kube-system"), "want": "none"},
 	"pod status": {
 		"input": object.union(testing.as_update(valid_pod, valid_pod.request.object), {"request": {"subResource": "status"}}),
 		"want": "none",
@@ -125,7 +140,7 @@ kind_cases := {
 	"statefulset": testing.statefulset(two_gpu_notebook, 1),
 	"replicaset": object.union(testing.deployment(two_gpu_notebook, 1), {"request": {"kind": {"kind": "ReplicaSet"}}}),
 	"job": testing.job(two_gpu_notebook, {}),
-	"cronjob": testing.cronjob(two_gpu_notebook, {}),
+	"cronjob": testing.cronjob_forbid(two_gpu_notebook, {}),
 	"volcano": testing.volcano([["nb", 1, two_gpu_notebook]]),
 }
 
@@ -139,7 +154,7 @@ valid_kind_cases := {
 	"deployment": testing.deployment(testing.inference, 2),
 	"statefulset": testing.statefulset(testing.training, 1),
 	"job": testing.job(testing.training, {"parallelism": 2}),
-	"cronjob": testing.cronjob(testing.training, {}),
+	"cronjob": testing.cronjob_forbid(testing.training, {}),
 	"volcano": testing.volcano([["ps", 1, testing.training], ["worker", 2, testing.training]]),
 }
 
@@ -211,11 +226,13 @@ test_unevaluated_review_is_refused_with_a_message if {
 	rev := testing.pod_in(testing.training, "orphan")
 	msgs := admission.messages with input as rev
 		with data.fleetplane.config as object.union(testing.config, {"namespaces": {"orphan": "ghost"}})
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	count(msgs) > 0
 	not admission.allowed with input as rev
 		with data.fleetplane.config as object.union(testing.config, {"namespaces": {"orphan": "ghost"}})
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -225,6 +242,7 @@ test_messages_fall_back_when_refused_without_deny if {
 		with admission.deny as set()
 		with admission.evaluated as false
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 	msgs == [admission.unevaluated_message]
 }
 

@@ -1,12 +1,17 @@
 # Budget rule: Prices the workload (devices x hourly price of its model and
-# capacity type x its maximum runtime) and asks fleetplane.budget for the
-# verdict against the team's monthly budget. Checked when a workload is
-# created.
+# capacity type x the pod-seconds its pods may run in all: every run of a
+# Job's completions and retries, replicas of a replicated workload for the
+# type's default runtime, bounded by a workload deadline) and asks
+# fleetplane.budget for the verdict against the team's monthly budget, with
+# the spend and the reservations of workloads admitted since. A workload
+# nothing bounds in time is priced as unbounded: denied unless the team is
+# exempt for its type. Checked when a workload is created.
 package fleetplane.admission
 
 import data.fleetplane.budget
 import data.fleetplane.config
 import data.fleetplane.lib
+import data.fleetplane.lib.workloads
 
 budget_checked if {
 	judged
@@ -42,11 +47,9 @@ price(p, family) := max(prices) if {
 
 # METADATA
 # description: >-
-#   Maximum runtime of a template's pods: the shortest activeDeadlineSeconds,
-#   else the type's default.
-runtime(f) := f.deadline if {
-	f.deadline != null
-} else := type_config.default_max_runtime_seconds
+#   Pod-seconds the pods of a template may run in all (workloads.pod_seconds
+#   with the type's default runtime); undefined when nothing bounds them.
+pod_seconds(f) := workloads.pod_seconds(f.replicas, f.runs, f.wall, f.replaced, f.pod_deadline, type_config.default_max_runtime_seconds)
 
 # METADATA
 # description: One cost item per template and accelerator resource.
@@ -55,9 +58,9 @@ cost_items := [item |
 	some resource, n in f.demand
 	n > 0
 	item := {
-		"devices": f.replicas * n,
+		"devices": n,
 		"price_per_hour_usd": price(placement[i], lib.family(resource)),
-		"seconds": runtime(f),
+		"seconds": pod_seconds(f),
 	}
 ]
 
@@ -65,7 +68,10 @@ expected_cost_items := count([1 | some f in facts; some n in f.demand; n > 0])
 
 estimate_usd := budget.estimate_usd(cost_items) if count(cost_items) == expected_cost_items
 
-verdict := budget.verdict(team, workload_type, estimate_usd, now_ns)
+# The accelerator templates nothing bounds in time.
+unbounded_templates := [f | some f in facts; f.devices > 0; not pod_seconds(f)]
+
+verdict := budget.verdict(team, workload_type, estimate_usd, now_ns, object_uids)
 
 deny contains sprintf("budget: %s", [msg]) if {
 	budget_checked
@@ -73,14 +79,48 @@ deny contains sprintf("budget: %s", [msg]) if {
 	# A spend problem leaves no verdict (the spend is undefined); the verdict
 	# is derived anyway, so this spares OPA the call on the common path.
 	not verdict
-	some msg in budget.spend_problems(team, now_ns)
+	some msg in (budget.spend_problems(team, now_ns) | budget.reservation_problems(team, now_ns, object_uids))
 }
+
+deny contains msg if {
+	budget_checked
+	not budget.exempt(team, workload_type)
+	some f in unbounded_templates
+	msg := sprintf("budget: %s, so its cost has no bound; %s", [unbounded_reason(f), unbounded_fix(f)])
+}
+
+warnings contains msg if {
+	budget_checked
+	budget.exempt(team, workload_type)
+	some f in unbounded_templates
+	msg := sprintf(
+		"budget: %s; admitted because team %s is exempt from the budget limit for %s workloads",
+		[unbounded_reason(f), team, workload_type],
+	)
+}
+
+unbounded_reason(f) := sprintf(
+	"nothing bounds how long the pods of %s run (no activeDeadlineSeconds, and %s workloads have no default runtime)",
+	[f.where, workload_type],
+) if {
+	f.runs != null
+} else := sprintf(
+	"nothing bounds how many pods %s starts (a podFailurePolicy rule with action Ignore) nor the Job's activeDeadlineSeconds",
+	[f.where],
+)
+
+unbounded_fix(f) := sprintf(
+	"ask the platform team for a default runtime of %s workloads (the pods of %s are replaced when they end, so their own deadline bounds nothing)",
+	[workload_type, f.where],
+) if {
+	f.replaced
+} else := "set activeDeadlineSeconds on the Job (spec.activeDeadlineSeconds) or on its pods"
 
 deny contains msg if {
 	budget_checked
 	verdict.level == "deny"
 	msg := sprintf(
-		"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds, or ask the platform team for more budget",
+		"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget",
 		[budget.describe(team, verdict), round(config.budget.deny_ratio * 100)],
 	)
 }
@@ -106,7 +146,8 @@ budget_warning(v, team_name, type_name) := sprintf(
 	v.level == "exempt"
 }
 
-# The budget saw the workload: the verdict was reached (or nothing is priced).
+# The budget saw the workload: the verdict was reached, the workload is
+# unbounded (denied or exempt), or nothing is priced.
 default budget_evaluated := false
 
 budget_evaluated if not budget_checked
@@ -114,4 +155,9 @@ budget_evaluated if not budget_checked
 budget_evaluated if {
 	budget_checked
 	is_string(verdict.level)
+}
+
+budget_evaluated if {
+	budget_checked
+	count(unbounded_templates) > 0
 }

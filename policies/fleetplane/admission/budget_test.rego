@@ -7,6 +7,7 @@ import data.fleetplane.testing
 with_spend(rev, spend, rule) := result if {
 	result := admission[rule] with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 }
@@ -46,11 +47,13 @@ budget_cases := {
 	"well under budget": {"input": testing.pod(testing.training), "spend": spent("research", 30000), "deny": set(), "warnings": 0},
 	"over the warning line": {"input": testing.pod(testing.training), "spend": spent("research", 38000), "deny": set(), "warnings": 1},
 	"over the budget": {"input": testing.pod(testing.training), "spend": spent("research", 48000), "deny": {"budget"}, "warnings": 0},
-	"budget-exempt type over the budget": {"input": testing.pod_in(testing.inference, "ml-serving"), "spend": spent("serving", 29999), "deny": set(), "warnings": 1},
-	"team-exempt type over the budget": {
+	# Issue 19: the budget_exempt type alone, or the team's list alone, no
+	# longer exempts (both were admitted with a warning).
+	"budget-exempt type the team does not list, over the budget": {"input": testing.pod_in(testing.inference, "ml-serving"), "spend": spent("serving", 29999), "deny": {"budget"}, "warnings": 0},
+	"type the team lists but that is not budget_exempt, over the budget": {
 		"input": testing.pod_in(testing.notebook, "analytics"),
 		"spend": spent("analytics", 5000),
-		"deny": set(), "warnings": 1,
+		"deny": {"budget"}, "warnings": 0,
 	},
 	"spend of another month": {
 		"input": testing.pod(testing.training),
@@ -76,16 +79,29 @@ test_budget[name] if {
 
 test_budget_deny_message if {
 	msgs := with_spend(testing.pod(testing.training), spent("research", 48000), "deny")
-	msgs == {"budget: team research would reach 101% of its monthly budget ($48000 spent this month + $2360 estimated for this workload, budget $50000), over the 100% limit; lower the devices, replicas or activeDeadlineSeconds, or ask the platform team for more budget"}
+	msgs == {"budget: team research would reach 101% of its monthly budget ($48000 spent this month + $2360 estimated for this workload, budget $50000), over the 100% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget"}
 }
 
 test_budget_warning_message if {
 	with_spend(testing.pod(testing.training), spent("research", 38000), "warnings") == {"budget: team research would reach 81% of its monthly budget ($38000 spent this month + $2360 estimated for this workload, budget $50000), over the 80% warning line"}
 }
 
+serving_exempts_inference := object.union(testing.config, {"teams": {"serving": {"budget_exempt_types": ["inference"]}}})
+
 test_budget_exempt_warning_message if {
-	some w in with_spend(testing.pod_in(testing.inference, "ml-serving"), spent("serving", 29999), "warnings")
+	warnings := admission.warnings with input as testing.pod_in(testing.inference, "ml-serving")
+		with data.fleetplane.config as serving_exempts_inference
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spent("serving", 29999)
+		with time.now_ns as testing.now_ns
+	some w in warnings
 	endswith(w, "admitted because inference workloads are exempt from the budget limit")
+	denials := admission.deny with input as testing.pod_in(testing.inference, "ml-serving")
+		with data.fleetplane.config as serving_exempts_inference
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spent("serving", 29999)
+		with time.now_ns as testing.now_ns
+	denials == set()
 }
 
 test_malformed_spend_message_names_the_document if {
@@ -96,4 +112,121 @@ test_malformed_spend_message_names_the_document if {
 test_budget_is_evaluated_before_allowing if {
 	not with_spend(testing.pod(testing.training), {"research": {"month": testing.month, "usd": "lots"}}, "budget_evaluated")
 	with_spend(testing.pod(testing.training), {}, "budget_evaluated")
+}
+
+# ----------------------------------------------------- waves and retries
+
+# One H100 hour on demand: 12.29; 8 of them: 98.32.
+wave_cases := {
+	# Issue 19: every completion and retry is priced (it was one wave).
+	"job: one run and six retries at the default runtime": {"input": testing.job(testing.training, {}), "want": 7 * eight_h100_day},
+	"job: completions in waves with their retries, each under its pod deadline": {
+		"input": testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600}), {"parallelism": 2, "completions": 8, "backoffLimit": 2}),
+		"want": 10 * 98.32,
+	},
+	"job: the job deadline bounds every wave": {
+		"input": testing.job(testing.training, {"parallelism": 2, "completions": 8, "activeDeadlineSeconds": 3600}),
+		"want": 2 * 98.32,
+	},
+	"job: no retries": {"input": testing.job(testing.training, {"backoffLimit": 0}), "want": eight_h100_day},
+	"cronjob: one run": {"input": testing.cronjob_forbid(testing.training, {"backoffLimit": 0}), "want": eight_h100_day},
+	# A Deployment's pods are replaced when they end: their deadline bounds nothing.
+	"deployment with a pod deadline": {"input": testing.deployment(testing.with_spec(testing.training, {"activeDeadlineSeconds": 600}), 1), "want": eight_h100_day},
+}
+
+test_waves_and_retries[name] if {
+	some name, tc in wave_cases
+	near(with_spend(tc.input, {}, "estimate_usd"), tc.want)
+}
+
+# ------------------------------------------------------------- unbounded
+
+# Issue 19: a type without a default runtime was priced at $0.
+no_default_runtime := object.union(testing.config, {"workload_types": {"training": {"default_max_runtime_seconds": null}}})
+
+with_config(rev, config, rule) := result if {
+	result := admission[rule] with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+unbounded_cases := {
+	"pod without a deadline": [testing.pod(testing.training), {"budget"}],
+	"pod with a deadline": [testing.pod(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600})), set()],
+	"deployment with a pod deadline": [testing.deployment(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600}), 1), {"budget"}],
+	"job with a job deadline": [testing.job(testing.training, {"activeDeadlineSeconds": 3600}), set()],
+}
+
+test_unbounded_runtime[name] if {
+	some name, [rev, want] in unbounded_cases
+	{split(m, ":")[0] | some m in with_config(rev, no_default_runtime, "deny")} == want
+}
+
+test_unbounded_messages if {
+	msgs := with_config(testing.pod(testing.training), no_default_runtime, "deny")
+	"budget: nothing bounds how long the pods of pod run (no activeDeadlineSeconds, and training workloads have no default runtime), so its cost has no bound; set activeDeadlineSeconds on the Job (spec.activeDeadlineSeconds) or on its pods" in msgs
+	some m in with_config(unbounded_cases["deployment with a pod deadline"][0], no_default_runtime, "deny")
+	contains(m, "ask the platform team for a default runtime of training workloads")
+}
+
+test_ignored_failures_are_unbounded_without_a_job_deadline if {
+	rev := testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 600}), {"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}})
+	some m in with_config(rev, testing.config, "deny")
+	startswith(m, "budget: nothing bounds how many pods spec.template starts")
+}
+
+test_unbounded_exempt_type_is_admitted_with_a_warning if {
+	config := object.union(no_default_runtime, {
+		"workload_types": {"training": {"budget_exempt": true}},
+		"teams": {"research": {"budget_exempt_types": ["training"]}},
+	})
+	rev := testing.pod(testing.training)
+	with_config(rev, config, "deny") == set()
+	with_config(rev, config, "allowed")
+	some w in with_config(rev, config, "warnings")
+	endswith(w, "admitted because team research is exempt from the budget limit for training workloads")
+}
+
+# ----------------------------------------------------------- reservations
+
+reservations(entries) := {"research": entries}
+
+with_reservations(rev, spend, entries, rule) := result if {
+	result := admission[rule] with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with data.fleetplane.reservations as reservations(entries)
+		with time.now_ns as testing.now_ns
+}
+
+rules_with_reservations(rev, entries) := {split(m, ":")[0] | some m in with_reservations(rev, spent("research", 38000), entries, "deny")}
+
+live(usd) := {"usd": usd, "expires_at": testing.now + 600}
+
+reservation_cases := {
+	"no reservations: under the limit": [{}, set()],
+	"reservations push it over": [{"uid-a": live(5000), "uid-b": live(5000)}, {"budget"}],
+	"expired reservations count nothing": [{"uid-a": {"usd": 50000, "expires_at": testing.now}}, set()],
+	"the workload's own reservation is not counted twice": [{"uid-job": live(50000)}, set()],
+	"a reservation that covers the workload's owner": [{"uid-x": object.union(live(50000), {"uids": ["uid-cron"]})}, set()],
+	"a malformed reservation": [{"uid-a": {"usd": "lots", "expires_at": testing.now + 600}}, {"budget"}],
+}
+
+owned_training_job := object.union(testing.job(testing.training, {"backoffLimit": 0}), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}})
+
+test_reservations[name] if {
+	some name, [entries, want] in reservation_cases
+	rules_with_reservations(owned_training_job, entries) == want
+}
+
+test_reservation_messages if {
+	msgs := with_reservations(owned_training_job, spent("research", 38000), reservation_cases["reservations push it over"][0], "deny")
+	some m in msgs
+	contains(m, "($38000 spent this month + $10000 reserved for workloads admitted since + $2360 estimated for this workload, budget $50000)")
+	bad := with_reservations(owned_training_job, {}, reservation_cases["a malformed reservation"][0], "deny")
+	some b in bad
+	startswith(b, "budget: data.fleetplane.reservations.research must map workload uids to")
 }

@@ -11,10 +11,23 @@ type_schema := {
 	"max_accelerators": "number",
 	"capacity": "capacity",
 	"priority_classes": "strings",
-	"default_max_runtime_seconds": "number",
+	"default_max_runtime_seconds": "number or null",
 	"checkpoint_required_on_spot": "boolean",
 	"budget_exempt": "boolean",
 	"max_idle_timeout_seconds": "number or null",
+	"pod_security": "pod security level",
+}
+
+pool_schema := {
+	"model": "string",
+	"capacity_type": "capacity type",
+	"teams": "strings",
+}
+
+platform_schema := {
+	"controller_service_account": "string",
+	"workload_controllers": "strings",
+	"admin_groups": "strings",
 }
 
 team_schema := {
@@ -43,6 +56,10 @@ conforms(null, "number or null")
 
 conforms(value, "capacity") if value in {"any", "spot", "on-demand"}
 
+conforms(value, "capacity type") if value in {"spot", "on-demand"}
+
+conforms(value, "pod security level") if value in {"baseline", "restricted"}
+
 conforms(value, "strings") if {
 	is_array(value)
 	every v in value {
@@ -60,34 +77,50 @@ conforms(value, "map") if is_object(value)
 # Fields each kind of request needs, as [path, schema type].
 needed_fields contains [["namespaces"], "map"] if mode != "none"
 
-needed_fields contains [["registries"], "strings"] if {
+needed_fields contains [["system_namespaces"], "strings"] if {
 	mode != "none"
-	in_team_namespace
+	not in_team_namespace
 }
 
-needed_fields contains [["workload_types"], "map"] if judged
+needed_fields contains [["registries"], "strings"] if {
+	mode in {"full", "changes"}
+	not namespace_class == "system"
+}
 
-needed_fields contains [["teams"], "map"] if judged
+needed_fields contains [["platform", field], kind] if {
+	platform_consulted
+	some field, kind in platform_schema
+}
 
-needed_fields contains [["models"], "map"] if judged
+needed_fields contains [["pools"], "map"] if holding_judged
 
-needed_fields contains [["approval", "threshold_accelerators"], "number"] if judged
+needed_fields contains [["pools", name, field], kind] if {
+	holding_judged
+	some name, _ in workloads.as_object(config.pools)
+	some field, kind in pool_schema
+}
 
-needed_fields contains [["approval", "approved_ids"], "strings"] if judged
+needed_fields contains [["workload_types"], "map"] if holding_judged
+
+needed_fields contains [["teams"], "map"] if holding_judged
+
+needed_fields contains [["models"], "map"] if holding_judged
+
+needed_fields contains [["approval", "threshold_accelerators"], "number"] if holding_judged
 
 needed_fields contains [["workload_types", workload_type, field], kind] if {
-	judged
+	holding_judged
 	some field, kind in type_schema
 }
 
 needed_fields contains [["teams", team, field], kind] if {
-	judged
+	holding_judged
 	team
 	some field, kind in team_schema
 }
 
 needed_fields contains [["models", name, field], kind] if {
-	judged
+	holding_judged
 	some name, _ in workloads.as_object(config.models)
 	some field, kind in model_schema
 }
@@ -111,27 +144,51 @@ config_ok if mode == "none"
 config_ok if {
 	mode != "none"
 	is_object(config.namespaces)
+	namespace_classified
 	registries_ok
 	accelerator_config_ok
+	platform_ok
 }
 
-registries_ok if not in_team_namespace
+platform_ok if not platform_consulted
+
+platform_ok if {
+	is_string(config.platform.controller_service_account)
+	is_array(config.platform.workload_controllers)
+	is_array(config.platform.admin_groups)
+}
+
+# A review without a namespace (a cluster-scoped kind) is not classified;
+# one with a namespace must be.
+namespace_classified if not namespace
+
+namespace_classified if namespace_class
+
+registries_ok if not mode in {"full", "changes"}
 
 registries_ok if is_array(config.registries)
 
-accelerator_config_ok if not judged
+accelerator_config_ok if not holding_judged
 
 accelerator_config_ok if {
-	judged
+	holding_judged
 	is_number(type_config.max_accelerators)
 	type_config.capacity in {"any", "spot", "on-demand"}
 	is_array(type_config.priority_classes)
 	is_boolean(type_config.checkpoint_required_on_spot)
 	number_or_null(type_config.max_idle_timeout_seconds)
+	type_config.pod_security in {"baseline", "restricted"}
 	is_array(team_config.allowed_models)
 	is_number(config.approval.threshold_accelerators)
-	is_array(config.approval.approved_ids)
+	is_object(config.pools)
+	count([p | some p in config.pools; is_array(p.teams)]) == count(config.pools)
 }
+
+# The platform's identities are read when the request writes a key only the
+# platform may write, or creates a PodGroup.
+platform_consulted if count(owned_writes) > 0
+
+platform_consulted if mode == "podgroup"
 
 number_or_null(x) if is_number(x)
 
@@ -157,6 +214,8 @@ kind_descriptions := {
 	"boolean": "a boolean",
 	"number or null": "a number or null",
 	"capacity": "one of any, spot, on-demand",
+	"capacity type": "one of spot, on-demand",
+	"pod security level": "one of baseline, restricted",
 	"strings": "a list of strings",
 	"prices": "{\"on-demand\": <number>, \"spot\": <number>}",
 	"map": "a map",

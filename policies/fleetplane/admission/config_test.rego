@@ -7,6 +7,7 @@ import data.fleetplane.testing
 deny_with_config(rev, config) := result if {
 	result := admission.deny with input as rev
 		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -14,6 +15,7 @@ deny_with_config(rev, config) := result if {
 allowed_with_config(rev, config) if {
 	admission.allowed with input as rev
 		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -68,6 +70,26 @@ config_cases := {
 		"input": testing.pod(testing.cpu),
 		"want": "config: data.fleetplane.config.namespaces must be a map, got null; render the platform configuration into OPA again",
 	},
+	"system namespaces missing, outside the teams": {
+		"config": without("system_namespaces"),
+		"input": testing.pod_in(testing.cpu, "default"),
+		"want": "config: data.fleetplane.config.system_namespaces must be a list of strings, got null; render the platform configuration into OPA again",
+	},
+	"pool teams missing": {
+		"config": without("pools/h100-spot/teams"),
+		"input": testing.pod(testing.training),
+		"want": "config: data.fleetplane.config.pools.h100-spot.teams must be a list of strings, got null; render the platform configuration into OPA again",
+	},
+	"pod security level unknown": {
+		"config": patched({"workload_types": {"training": {"pod_security": "lenient"}}}),
+		"input": testing.pod(testing.training),
+		"want": `config: data.fleetplane.config.workload_types.training.pod_security must be one of baseline, restricted, got "lenient"; render the platform configuration into OPA again`,
+	},
+	"platform identities missing when a platform key is written": {
+		"config": without("platform"),
+		"input": testing.pod(testing.with_labels(testing.training, {"fleetplane.dev/exempt": "true"})),
+		"want": "config: data.fleetplane.config.platform.controller_service_account must be a string, got null; render the platform configuration into OPA again",
+	},
 	"namespace mapped to a team without configuration": {
 		"config": patched({"namespaces": {"orphan": "ghost"}}),
 		"input": testing.pod_in(testing.training, "orphan"),
@@ -88,6 +110,15 @@ test_configuration_document_that_is_not_an_object_is_empty if {
 test_an_unused_model_does_not_block_others if {
 	config := without("models/tpu-v5e/price_per_hour_usd/spot")
 	allowed_with_config(testing.pod(testing.training), config)
+}
+
+test_team_namespaces_need_no_system_list if {
+	allowed_with_config(testing.pod(testing.cpu), without("system_namespaces"))
+}
+
+test_a_null_default_runtime_is_configuration if {
+	admission.conforms(null, "number or null")
+	not "config" in {split(m, ":")[0] | some m in deny_with_config(testing.pod(testing.training), patched({"workload_types": {"training": {"default_max_runtime_seconds": null}}}))}
 }
 
 test_cpu_pods_need_no_accelerator_configuration if {

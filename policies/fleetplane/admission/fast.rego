@@ -1,14 +1,17 @@
 # Fast path: Most reviews the gate sees are the common case: a well-formed
 # CREATE of one pod template with app containers only, selected by
-# nodeSelector. fast_response answers such a review in two rules over the
+# nodeSelector, with nothing the platform owns, no unusual security setting
+# and no other way to reach accelerators than its limits. fast_response answers such a review in two rules over the
 # request (fast_base, fast_verdict), where the explaining rules derive every
 # fact, place and message: allowed, with the budget warnings the full rules
 # would give, or denied when it breaks only the rules reviews break most often
 # (image registry, no model selected, priority class, idle timeout), with the
 # full rules' messages from the same functions. Whenever it cannot decide
 # (anything unusual: init containers, MIG slices, node affinity, several
-# templates, two accelerator families, an update, any other rule that might
-# fire), it is undefined and system.main answers from the full rules, which
+# templates, two accelerator families, an update, a security context beyond
+# the plain one, device variables, a restricted pod security level, a
+# platform-owned key, a pool restricted to teams, a runtime nothing bounds,
+# any other rule that might fire), it is undefined and system.main answers from the full rules, which
 # decide and explain. So it may be undefined where the full rules answer, and
 # where it answers it must give their very response: fast_test.rego and
 # tests/policies/test_fast_path.py check exactly that on every fixture, the
@@ -62,24 +65,27 @@ fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 # METADATA
 # description: >-
 #   What the fast rules read of a well-formed CREATE of one pod template whose
-#   containers pass the security rules but the registry one (in team
-#   namespaces): namespace, where (the template's place, for messages),
-#   denials (of images from registries that are not allowed), spec, selector,
-#   labels, annotations, replicas, deadline (the bounding positive deadline,
-#   or null), resources (the whole-device accelerator resources the limits
+#   containers pass the security and access rules but the registry one (in
+#   judged namespaces): namespace, where (the template's place, for
+#   messages), template (its record, see workloads.templates), denials (of
+#   images from registries that are not allowed), spec, selector, labels,
+#   annotations, replicas, wall and pod_deadline (positive deadlines or
+#   null), resources (the whole-device accelerator resources the limits
 #   name), counts (the device counts of those limits) and limits (one entry
 #   per accelerator limit). Undefined when anything is outside the common
 #   case.
 fast_base := {
 	"namespace": ns,
-	"where": where,
+	"where": t.where,
+	"template": t,
 	"denials": image_denials,
 	"spec": spec,
 	"selector": selector,
 	"labels": labels,
 	"annotations": annotations,
 	"replicas": replicas,
-	"deadline": fast_deadline(deadline, object.get(spec, "activeDeadlineSeconds", null)),
+	"wall": t.deadline,
+	"pod_deadline": pod_deadline,
 	"resources": {r | some limits in accelerators; some r, _ in limits},
 	"counts": [n | some limits in accelerators; some q in limits; n := workloads.parse_count(q)],
 	"limits": [1 | some limits in accelerators; some _ in limits],
@@ -97,11 +103,19 @@ fast_base := {
 	ns := request.namespace
 	is_string(ns)
 	ns != ""
-	namespaces := data.fleetplane.config.namespaces
-	is_object(namespaces)
+	is_object(data.fleetplane.config.namespaces)
 
-	# One template of a gated kind.
-	[where, template, replicas, deadline] := fast_template(request.kind, obj)
+	# One template of a gated kind, and nothing the platform owns on the object
+	# (on a Pod, its template: checked below too).
+	t := fast_template(request.kind, obj)
+	not obj.metadata.labels["fleetplane.dev/exempt"]
+	not obj.metadata.labels["fleetplane.dev/preemptible"]
+	count([key |
+		t.where != "pod"
+		some key, _ in object.get(obj, ["metadata", "annotations"], {})
+		fast_read_annotation(key)
+	]) == 0
+	template := t.template
 	is_object(template)
 	spec := template.spec
 	is_object(spec)
@@ -116,18 +130,44 @@ fast_base := {
 	selector := object.get(spec, "nodeSelector", {})
 	is_object(selector)
 	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null) == null
+	object.get(spec, "nodeName", "") == ""
+	object.get(spec, "resourceClaims", []) == []
+
+	# A pod security context with only fields no baseline rule reads; a
+	# seccomp profile is read (Unconfined is denied) but the common
+	# RuntimeDefault is plain.
+	object.remove(object.get(spec, "securityContext", {}), {
+		"runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "fsGroupChangePolicy",
+		"supplementalGroups", "supplementalGroupsPolicy", "seccompProfile",
+	}) == {}
+	object.get(spec, ["securityContext", "seccompProfile", "type"], "RuntimeDefault") in {"RuntimeDefault", "Localhost"}
 	metadata := object.get(template, "metadata", {})
 	labels := object.get(metadata, "labels", {})
 	is_object(labels)
 	annotations := object.get(metadata, "annotations", {})
 	is_object(annotations)
+	not labels["fleetplane.dev/exempt"]
+	not labels["fleetplane.dev/preemptible"]
+	count([key | some key, _ in annotations; fast_read_annotation(key)]) == 0
+
+	# The pod security level is baseline: no workload type or an unknown one
+	# (the accelerator rules decide), or a type whose pod_security is
+	# baseline; a type without one is left to the full rules.
+	object.get(data.fleetplane.config.workload_types, object.get(labels, "fleetplane.dev/workload-type", ""), {"pod_security": "baseline"}).pod_security == "baseline"
+	replicas := t.replicas
 	is_number(replicas)
 	replicas >= 0
 	replicas == floor(replicas)
 
+	# Deadlines: positive whole numbers or null (one pass, no call while
+	# both are null, the common case).
+	pod_deadline := object.get(spec, "activeDeadlineSeconds", null)
+	count([d | some d in [t.deadline, pod_deadline]; d != null; not fast_positive_whole(d)]) == 0
+
 	# Containers: well formed; no MIG slices (the full rules handle those);
-	# every accelerator request has a limit and equals it. One pass, keeping
-	# each container's accelerator limits.
+	# every accelerator request has a limit and equals it; a plain security
+	# context and nothing the security and access rules look for. One pass,
+	# keeping each container's accelerator limits.
 	whole := lib.accelerator_resources
 	mig := lib.mig_resource_prefix
 	accelerators := [object.filter(limits, whole) |
@@ -145,23 +185,86 @@ fast_base := {
 		is_object(requests)
 		not strings.any_prefix_match(object.keys(object.union(limits, requests)), mig)
 		object.subset(limits, object.filter(requests, whole))
+
+		# A container security context with only fields no baseline rule
+		# reads (capabilities only to drop), and nothing else a rule reads.
+		object.remove(object.get(c, "securityContext", {}), {
+			"runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem",
+			"allowPrivilegeEscalation", "capabilities",
+		}) == {}
+		not c.securityContext.capabilities.add
+		not c.lifecycle
+		not c.resources.claims
 	]
 	count(accelerators) == count(containers)
 
-	image_denials := fast_image_denials(namespaces, ns, where, spec, containers, volumes)
+	# Nothing else a container rule reads: host ports, the runtime's device
+	# variables, probes aimed at a host. One pass over what the containers
+	# carry (a function call per container would cost more).
+	count([1 |
+		some c in containers
+		some field, value in object.filter(c, {"ports", "env", "livenessProbe", "readinessProbe", "startupProbe"})
+		fast_unusual_field(field, value)
+	]) == 0
+
+	image_denials := fast_image_denials(ns, t.where, spec, containers, volumes)
 }
 
-# The template of a Pod or of a workload controller's spec.template as
-# [where, template, replicas, deadline] (workloads.templates, without its
-# general dispatch); the other gated kinds but Volcano Jobs through
-# `templates`, when they have one.
-fast_template(kind, obj) := ["pod", obj, 1, null] if {
+# The fast path's constants are written where they are used, and its checks
+# inline where they can be: a constant rule costs OPA an evaluation (about 30
+# allocations) the first time a review refers to it, a function call about
+# 15, a literal or a reference next to nothing.
+
+# A container field a rule reads in a way the fast path does not decide:
+# a host port, one of the runtime's device variables, a probe aimed at a
+# host.
+fast_unusual_field("ports", ports) if {
+	some port in ports
+	port.hostPort
+}
+
+fast_unusual_field("env", env) if {
+	some variable in env
+	variable.name in {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS"}
+}
+
+fast_unusual_field(field, probe) if {
+	field in {"livenessProbe", "readinessProbe", "startupProbe"}
+	some kind in ["httpGet", "tcpSocket"]
+	probe[kind].host
+}
+
+# An annotation a rule reads: the platform's own (lib.platform_owned), the
+# Volcano queue, an AppArmor profile. Called only for the annotations there
+# are (most pods have none or a few).
+fast_read_annotation(key) if {
+	key in {
+		"fleetplane.dev/idle-warned-at", "fleetplane.dev/reclaim-deadline",
+		"fleetplane.dev/reclaimed-at", "fleetplane.dev/reclaimed-replicas", "fleetplane.dev/reclaim-reason",
+		"fleetplane.dev/preempted-by", "fleetplane.dev/preempted-at", "fleetplane.dev/preemption-reason",
+		"fleetplane.dev/preemption-victims", "scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name",
+	}
+} else if {
+	startswith(key, "container.apparmor.security.beta.kubernetes.io/")
+}
+
+# The template of a Pod or of a workload controller's spec.template, as
+# workloads.templates gives it, without its general dispatch; the other kinds
+# but Volcano Jobs through `templates`, when they have one.
+fast_template(kind, obj) := {
+	"where": "pod", "template": obj, "replicas": 1, "deadline": null,
+	"runs": 1, "replaced": false, "bounded": true,
+} if {
 	kind.kind == "Pod"
 	kind.group == ""
-} else := ["spec.template", obj.spec.template, object.get(obj.spec, "replicas", 1), null] if {
+} else := {
+	"where": "spec.template", "template": obj.spec.template, "replicas": replicas, "deadline": null,
+	"runs": replicas, "replaced": true, "bounded": true,
+} if {
 	kind.group == "apps"
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
-} else := [t.where, t.template, t.replicas, t.deadline] if {
+	replicas := object.get(obj.spec, "replicas", 1)
+} else := t if {
 	# Volcano Jobs take the full rules, which also check their queue.
 	kind_class != "volcano"
 	[t] := templates
@@ -169,20 +272,19 @@ fast_template(kind, obj) := ["pod", obj, 1, null] if {
 
 # METADATA
 # description: >-
-#   The security rules: outside team namespaces (mapped to nothing or to
-#   false) there are none; inside (mapped to any other value, null included,
-#   as the full rules see them), nothing may be privileged, share host
-#   namespaces or mount hostPath volumes, and each image from a registry that
-#   is not allowed is denied with the full rules' message (image_registry_message).
+#   The security rules: in the platform's own namespaces there are none (the
+#   full rules judge nothing there: undefined, so they answer); in every
+#   other namespace nothing may be privileged, share host namespaces or mount
+#   hostPath or image volumes, and each image from a registry that is not
+#   allowed is denied with the full rules' message (image_registry_message).
 #   Undefined when a rule other than the registry one would fire, or the
 #   registries are configured in a way the fast path does not read.
-fast_image_denials(namespaces, ns, where, spec, containers, volumes) := [] if {
-	not namespaces[ns]
-} else := denials if {
+fast_image_denials(ns, where, spec, containers, volumes) := denials if {
+	fast_judged_namespace(ns)
 	not spec.hostNetwork
 	not spec.hostPID
 	not spec.hostIPC
-	not fast_mounts_host_path(volumes)
+	not fast_special_volume(volumes)
 	not fast_privileged(containers)
 	not fast_platform_image_by_tag(containers)
 	registries := data.fleetplane.config.registries
@@ -201,31 +303,30 @@ fast_image_denials(namespaces, ns, where, spec, containers, volumes) := [] if {
 	]
 }
 
+# A team's namespace (mapped to anything but false, null included, as the
+# full rules see them), or one the reviewed list of the platform's own does
+# not name.
+fast_judged_namespace(ns) if {
+	data.fleetplane.config.namespaces[ns]
+} else if {
+	system := data.fleetplane.config.system_namespaces
+	is_array(system)
+	not ns in system
+}
+
 fast_privileged(containers) if {
 	some c in containers
 	c.securityContext.privileged
 }
 
-fast_mounts_host_path(volumes) if {
+fast_special_volume(volumes) if {
 	some volume in volumes
 	volume.hostPath
 }
 
-# The positive whole deadline that bounds the pods (the shorter of the
-# template's and the pod spec's), null when there is none; undefined when one
-# is not a positive whole number.
-fast_deadline(a, b) := null if {
-	a == null
-	b == null
-} else := b if {
-	a == null
-	fast_positive_whole(b)
-} else := a if {
-	b == null
-	fast_positive_whole(a)
-} else := min({a, b}) if {
-	fast_positive_whole(a)
-	fast_positive_whole(b)
+fast_special_volume(volumes) if {
+	some volume in volumes
+	volume.image
 }
 
 fast_positive_whole(x) if {
@@ -245,9 +346,12 @@ fast_positive_whole(x) if {
 #   workload's estimate under the warning line (no warning), over it (the
 #   budget warning), or over the limit for a budget-exempt type (the exemption
 #   warning); over the limit otherwise is a denial, for the full rules.
-#   Undefined when the fast path cannot decide.
+#   A workload without accelerators must not reach them either (tolerate the
+#   accelerator taints or select accelerator nodes). Undefined when the fast
+#   path cannot decide.
 fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_base.limits == []
+	not fast_reaches_accelerators(fast_base.spec, fast_base.selector)
 } else := {"denials": denials, "warnings": warnings} if {
 	b := fast_base
 	cfg := data.fleetplane.config
@@ -274,13 +378,20 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_number_or_null(max_idle)
 	approval := cfg.approval
 	is_number(approval.threshold_accelerators)
-	is_array(approval.approved_ids)
 
-	# Size: under the type's limit and the approval threshold; no nodeName.
+	# Size: bounded, under the type's limit and the approval threshold; a
+	# CronJob's runs do not overlap; no ConfigMap or Secret may set the
+	# runtime's device variables.
+	b.template.bounded
 	total := b.replicas * devices
 	total <= tc.max_accelerators
 	total < approval.threshold_accelerators
-	object.get(spec, "nodeName", "") == ""
+	{true: object.get(input.request.object, ["spec", "concurrencyPolicy"], "Allow"), false: "Forbid"}[input.request.kind.kind == "CronJob"] in {"Forbid", "Replace"}
+	count([1 |
+		some c in spec.containers
+		some source in c.envFrom
+		strings.any_prefix_match(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS"], object.get(source, "prefix", ""))
+	]) == 0
 
 	# Capacity: where the pod may run, as the full rules see it.
 	placement := scheduling.spot_placement(spec)
@@ -290,9 +401,16 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	capacity := {true: "spot", false: "on-demand"}[pins]
 	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
 
-	# Model: one allowed model selected, or none (a denial); its price.
+	# Model: one allowed model selected, or none (a denial); its price; no
+	# pool of it reserved for other teams.
 	[model_denials, price] := fast_model(r, b.selector, team_config, capacity, b.where)
 	is_number(price)
+	is_object(cfg.pools)
+	count([1 |
+		some name, pool in cfg.pools
+		not pool.teams == []
+		fast_pool_restricts(name, pool, b.selector, team)
+	]) == 0
 
 	# The rules reviews break most often, with the full rules' messages.
 	denials := array.concat(
@@ -303,25 +421,63 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 		),
 	)
 
-	# Budget: this month's spend plus the estimate at or under both lines.
-	month := budget.month(time.now_ns())
+	# Budget: this month's spend and the reservations plus the estimate at or
+	# under both lines.
+	now := time.now_ns()
+	month := budget.month(now)
 	record := object.get(fast_spend, team, {"month": month, "usd": 0})
 	is_string(record.month)
 	spent := {true: record.usd, false: 0}[record.month == month]
 	is_number(spent)
 	spent >= 0
-	seconds := fast_or(b.deadline, tc.default_max_runtime_seconds)
-	estimate := ((total * price) * seconds) / 3600
+	reserved := fast_reserved(team, now)
+	t := b.template
+	seconds := workloads.pod_seconds(t.replicas, t.runs, b.wall, t.replaced, b.pod_deadline, tc.default_max_runtime_seconds)
+	estimate := ((devices * price) * seconds) / 3600
 	limit := team_config.monthly_budget_usd
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
 	warnings := fast_budget_warnings(
-		{"total_usd": spent + estimate, "spent_usd": spent, "estimate_usd": estimate, "budget_usd": limit},
+		{"total_usd": (spent + reserved) + estimate, "spent_usd": spent, "reserved_usd": reserved, "estimate_usd": estimate, "budget_usd": limit},
 		cfg.budget,
 		team,
 		wt,
 	)
+}
+
+# A pod without accelerators that may land on accelerator nodes: it tolerates
+# their taints or selects them (the full rules deny it).
+fast_reaches_accelerators(spec, _) if {
+	some toleration in spec.tolerations
+	some taint in lib.accelerator_taints
+	scheduling.tolerates(toleration, taint)
+}
+
+fast_reaches_accelerators(_, selector) if {
+	some key, _ in selector
+	accelerator_node_label(key)
+}
+
+# A pool (whose teams is not []) the fast path leaves to the full rules:
+# its teams is not a list, or it is reserved for other teams and the
+# selector may pick it (of the model it selects, among the pools it selects
+# if it does; the full rules also tell capacity types apart).
+fast_pool_restricts(name, pool, selector, team) if {
+	not is_array(object.get(pool, "teams", null))
+} else if {
+	not team in pool.teams
+	models := data.fleetplane.config.models
+	selector[models[pool.model].node_label] == models[pool.model].label_value
+	object.get(selector, lib.keys.pool, name) == name
+}
+
+# The team's unexpired reservations not of this object (budget.reserved),
+# without computing the object's uids when the team has none.
+fast_reserved(team, _) := 0 if {
+	not data.fleetplane.reservations[team]
+} else := budget.reserved(team, now, object_uids) if {
+	now := time.now_ns()
 }
 
 # The model of the family the nodeSelector picks, as [denials, price per
@@ -344,10 +500,6 @@ fast_model(r, selector, team_config, capacity, where) := [[], models[model].pric
 fast_number_or_null(x) if x == null
 
 fast_number_or_null(x) if is_number(x)
-
-fast_or(null, otherwise) := otherwise
-
-fast_or(x, _) := x if x != null
 
 fast_checkpoint_missing(true, true, annotations) if {
 	not checkpoint_uri(object.get(annotations, lib.keys.checkpoint_location, null))

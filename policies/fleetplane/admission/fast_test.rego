@@ -10,6 +10,7 @@ import data.fleetplane.testing
 fast(rev, spend) if {
 	admission.fast_allowed with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 }
@@ -35,12 +36,27 @@ common_cases := {
 		{"fleetplane.dev/checkpoint-location": "s3://ckpt/run"},
 	)),
 	"training job with a deadline": testing.job(testing.training, {"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 3600}),
-	"training cronjob": testing.cronjob(testing.training, {}),
+	"training cronjob": testing.cronjob_forbid(testing.training, {}),
 	"tpu pod": testing.pod(testing.replace_spec(testing.with_limits(testing.training, {"google.com/tpu": "4"}), "nodeSelector", testing.tpu)),
 	"request equal to limit": testing.pod(testing.with_resources(testing.training, {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}, "requests": {"nvidia.com/gpu": "2", "cpu": "2"}})),
 	"cpu pod in a team namespace": testing.pod(testing.cpu),
 	"cpu pod outside the teams": testing.pod_in(testing.cpu, "default"),
-	"host path outside the teams": testing.pod_in(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]}), "default"),
+	"hardened training pod": testing.pod(testing.with_spec(
+		testing.replace_spec(testing.training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": true}})]),
+		{"securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}},
+	)),
+	"cpu pod with probes, env and the default tolerations": testing.pod(testing.with_spec(
+		testing.replace_spec(testing.cpu, "containers", [{
+			"name": "web", "image": "registry.fleetplane.internal/web:1",
+			"env": [{"name": "MODE", "value": "serve"}], "envFrom": [{"configMapRef": {"name": "settings"}}],
+			"ports": [{"containerPort": 8080}], "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+		}]),
+		{"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
+	)),
+	"training job in waves with retries": testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600}), {"parallelism": 2, "completions": 4, "backoffLimit": 1}),
+	"gpu pod taking a configmap under a prefix": testing.pod(testing.replace_spec(testing.training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"envFrom": [{"configMapRef": {"name": "s"}, "prefix": "APP_"}]})])),
+	"operator job with one kind of replica": testing.of_kind("kubeflow.org", "v1", "PyTorchJob", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt"}, "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": testing.training}}}}),
+	"user's own annotations": testing.pod(testing.with_annotations(testing.training, {"fleetplane.dev/last-checkpoint": "1795000000", "team.example/owner": "bob"})),
 }
 
 test_fast_path_takes_the_common_workloads[name] if {
@@ -53,6 +69,7 @@ test_fast_path_answers_main_like_the_full_rules[name] if {
 	some name, rev in common_cases
 	answer := data.system.main with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	answer.response == {"uid": rev.request.uid, "allowed": true}
@@ -97,6 +114,30 @@ refused_cases := {
 	"privileged": testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "nvcr.io/x:1", "securityContext": {"privileged": true}}]})),
 	"host network": testing.pod(testing.with_spec(testing.cpu, {"hostNetwork": true})),
 	"host path": testing.pod(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]})),
+	"host path outside the teams (issue 19: judged now)": testing.pod_in(testing.with_spec(testing.cpu, {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}]}), "default"),
+	"system namespace": testing.pod_in(testing.cpu, "kube-system"),
+	"training cronjob allowing overlaps": testing.cronjob(testing.training, {}),
+	"capability added": testing.pod(testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}])),
+	"host port": testing.pod(testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "ports": [{"containerPort": 80, "hostPort": 80}]}])),
+	"seccomp unconfined": testing.pod(testing.with_spec(testing.cpu, {"securityContext": {"seccompProfile": {"type": "Unconfined"}}})),
+	"sysctl": testing.pod(testing.with_spec(testing.cpu, {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}})),
+	"probe aimed at a host": testing.pod(testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "livenessProbe": {"tcpSocket": {"host": "10.0.0.1", "port": 1}}}])),
+	"apparmor annotation": testing.pod(testing.with_annotations(testing.cpu, {"container.apparmor.security.beta.kubernetes.io/web": "unconfined"})),
+	"device variable": testing.pod(testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}])),
+	"gpu pod taking a configmap whole": testing.pod(testing.replace_spec(training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"envFrom": [{"configMapRef": {"name": "s"}}]})])),
+	"cpu pod tolerating the gpu taint": testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})),
+	"cpu pod selecting gpu nodes": testing.pod(testing.with_spec(testing.cpu, {"nodeSelector": testing.h100})),
+	"resource claims": testing.pod(testing.with_spec(testing.cpu, {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]})),
+	"cpu pod naming its node": testing.pod(testing.with_spec(testing.cpu, {"nodeName": "n1"})),
+	"image volume": testing.pod(testing.with_spec(testing.cpu, {"volumes": [{"name": "m", "image": {"reference": "nvcr.io/m:1"}}]})),
+	"exempt label": testing.pod(testing.with_labels(training, {"fleetplane.dev/exempt": "true"})),
+	"platform annotation on the deployment": object.union(testing.deployment(testing.inference, 1), {"request": {"object": {"metadata": {"annotations": {"fleetplane.dev/reclaim-deadline": "1"}}}}}),
+	"queue annotation": testing.pod(testing.with_annotations(testing.cpu, {"scheduling.volcano.sh/queue-name": "research"})),
+	"accelerator daemonset": testing.of_kind("apps", "v1", "DaemonSet", {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"}, "spec": {"template": training}}),
+	"operator job with two kinds of replicas": testing.of_kind("kubeflow.org", "v1", "PyTorchJob", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt"}, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": training}, "Worker": {"replicas": 2, "template": training}}}}),
+	"job retried without bound": testing.job(testing.with_spec(training, {"activeDeadlineSeconds": 60}), {"podFailurePolicy": {"rules": [{"action": "Ignore"}]}}),
+	"scale": testing.scale("apps", "statefulsets", "s", "uid-s", 1, 2),
+	"podgroup": testing.podgroup({"queue": "research"}),
 	"gpus and tpus": testing.pod(testing.with_spec(
 		testing.with_limits(training, {"nvidia.com/gpu": "1", "google.com/tpu": "4"}),
 		{"nodeSelector": object.union(testing.h100, testing.tpu)},
@@ -110,10 +151,12 @@ test_fast_path_leaves_inverted_budget_lines_to_the_full_rules if {
 	inverted := object.union(testing.config, {"budget": {"warn_ratio": 1.0, "deny_ratio": 0.8}})
 	not admission.fast_allowed with input as rev
 		with data.fleetplane.config as inverted
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	admission.allowed with input as rev
 		with data.fleetplane.config as inverted
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -151,6 +194,77 @@ test_fast_path_never_contradicts_the_full_rules if {
 	}
 }
 
+# The same contract under configurations and documents the fast path reads
+# differently: a restricted type, pools reserved for teams, a type without a
+# default runtime, a team exempt for a type, reservations.
+contract_configs := {
+	"restricted training": object.union(testing.config, {"workload_types": {"training": {"pod_security": "restricted"}}}),
+	"reserved pools": object.union(testing.config, {"pools": {"h100-spot": {"teams": ["serving"]}, "a100-on-demand": {"teams": ["serving"]}}}),
+	"no default runtime": object.union(testing.config, {"workload_types": {"training": {"default_max_runtime_seconds": null}, "inference": {"default_max_runtime_seconds": null}}}),
+	"research exempt for inference": object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}}),
+	"pools without teams": json.remove(testing.config, ["pools/tpu-v5e/teams"]),
+}
+
+contract_reservations := {"research": {"uid-a": {"usd": 30000, "expires_at": testing.now + 60}}}
+
+test_fast_path_agrees_under_other_configurations[name] if {
+	some name, config in contract_configs
+	every rev in object.union(common_cases, refused_cases) {
+		same_response(rev, config, {})
+	}
+}
+
+test_fast_path_agrees_with_reservations if {
+	every rev in object.union(common_cases, refused_cases) {
+		same_response(rev, testing.config, contract_reservations)
+	}
+}
+
+same_response(rev, config, reservations) if {
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with data.fleetplane.reservations as reservations
+		with time.now_ns as testing.now_ns
+}
+
+same_response(rev, config, reservations) if {
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with data.fleetplane.reservations as reservations
+		with time.now_ns as testing.now_ns
+	fast == data.system.full_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with data.fleetplane.reservations as reservations
+		with time.now_ns as testing.now_ns
+}
+
+test_fast_path_takes_reservations_into_account if {
+	rev := testing.pod(training)
+	warnings := admission.fast_warnings with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spent("research", 10000)
+		with data.fleetplane.reservations as contract_reservations
+		with time.now_ns as testing.now_ns
+	count(warnings) == 1
+	contains(warnings[0], "+ $30000 reserved for workloads admitted since")
+}
+
+test_fast_path_leaves_restricted_types_and_reserved_pools_to_the_full_rules[name] if {
+	some name in ["restricted training", "reserved pools", "no default runtime"]
+	not admission.fast_response with input as testing.pod(training)
+		with data.fleetplane.config as contract_configs[name]
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
 fast_implies_clean(rev, spend) if not fast(rev, spend)
 
 fast_implies_clean(rev, spend) if agrees(rev, spend)
@@ -168,6 +282,7 @@ test_fast_response_is_the_full_response if {
 fast_response_agrees(rev, spend) if {
 	not admission.fast_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 }
@@ -175,10 +290,12 @@ fast_response_agrees(rev, spend) if {
 fast_response_agrees(rev, spend) if {
 	fast := admission.fast_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 	fast == data.system.full_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 }
@@ -188,6 +305,7 @@ test_fast_path_answers_a_budget_warning_like_the_full_rules if {
 	spend := spent("research", 39000)
 	answer := data.system.main with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as spend
 		with time.now_ns as testing.now_ns
 	warnings := with_spend(rev, spend, "warning_list")
@@ -199,10 +317,18 @@ test_fast_path_answers_a_budget_warning_like_the_full_rules if {
 test_fast_path_gives_the_exemption_warning if {
 	rev := testing.deployment(testing.inference, 1)
 	spend := spent("research", 60000)
-	fast(rev, spend)
-	warnings := with_spend(rev, spend, "fast_warnings")
-	warnings == with_spend(rev, spend, "warning_list")
-	contains(warnings[0], "admitted because inference workloads are exempt")
+	exempting := object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}})
+	fast_warnings := admission.fast_warnings with input as rev
+		with data.fleetplane.config as exempting
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	fast_warnings == admission.warning_list with input as rev
+		with data.fleetplane.config as exempting
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	contains(fast_warnings[0], "admitted because inference workloads are exempt")
 }
 
 # A registry entry without the trailing "/" is left to the full rules (which
@@ -212,10 +338,12 @@ test_fast_path_leaves_registries_without_a_slash_to_the_full_rules if {
 	hosts := object.union(testing.config, {"registries": ["nvcr.io", "registry.fleetplane.internal/"]})
 	not admission.fast_allowed with input as rev
 		with data.fleetplane.config as hosts
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	admission.allowed with input as rev
 		with data.fleetplane.config as hosts
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -229,10 +357,12 @@ test_fast_path_applies_the_security_rules_in_a_namespace_mapped_to_null if {
 	odd := object.union(testing.config, {"namespaces": {"odd": null}})
 	not admission.fast_allowed with input as rev
 		with data.fleetplane.config as odd
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	not admission.allowed with input as rev
 		with data.fleetplane.config as odd
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -243,6 +373,7 @@ test_fast_path_applies_the_security_rules_in_a_namespace_mapped_to_null if {
 answers(rev, rule) := answer if {
 	answer := data.system[rule] with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -265,11 +396,13 @@ test_fast_path_allows_an_image_allowed_once_qualified if {
 	hub := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["docker.io/library/"])})
 	fast := admission.fast_response with input as rev
 		with data.fleetplane.config as hub
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	fast == {"uid": rev.request.uid, "allowed": true}
 	admission.allowed with input as rev
 		with data.fleetplane.config as hub
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
@@ -278,6 +411,7 @@ test_fast_path_denies_like_the_full_rules[name] if {
 	some name, rev in fast_denials
 	fast := admission.fast_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	fast.allowed == false
@@ -289,6 +423,7 @@ test_fast_path_gives_both_denials_like_the_full_rules if {
 	rev := testing.pod(testing.with_spec(idle_timeout_missing, {"priorityClassName": "fleetplane-training"}))
 	fast := admission.fast_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	count(split(fast.status.message, "\n")) == 2
@@ -299,6 +434,7 @@ test_fast_path_leaves_other_broken_rules_to_the_full_rules if {
 	rev := testing.pod(testing.with_spec(training, {"priorityClassName": "fleetplane-notebook", "nodeName": "gpu-0"}))
 	not admission.fast_response with input as rev
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	answers(rev, "full_response").allowed == false
@@ -311,10 +447,12 @@ test_fast_path_leaves_registries_without_a_host_to_the_full_rules if {
 	odd := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["team/"])})
 	not admission.fast_response with input as rev
 		with data.fleetplane.config as odd
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	not admission.allowed with input as rev
 		with data.fleetplane.config as odd
+		with data.fleetplane.approvals as testing.approvals
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }

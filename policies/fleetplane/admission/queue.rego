@@ -1,11 +1,16 @@
-# Queue rule: A Volcano Job in a team namespace runs in its team's Volcano
-# queue, where the team's quota, guarantee and weight apply. Volcano's own
+# Queue rules: A Volcano Job in a team namespace runs in its team's Volcano
+# queue, where the team's quota, guarantee and weight apply; so do the
+# PodGroups Volcano creates, and the plain pods that name a queue. Volcano's own
 # mutating webhook gives a job that names no queue the queue "default" before
 # this gate sees it (the namespace's queue annotation only reaches PodGroups
 # that Volcano creates for plain pods), so such a job is refused here with the
 # queue to set. Judged on CREATE only: spec.queue cannot change afterwards,
 # and jobs admitted before this rule must stay updatable.
 package fleetplane.admission
+
+import data.fleetplane.config
+import data.fleetplane.lib
+import data.fleetplane.lib.workloads
 
 deny contains msg if {
 	kind_class == "volcano"
@@ -41,3 +46,132 @@ queue_shown(got) := sprintf("%q", [got]) if {
 } else := "not set" if {
 	got == ""
 } else := sprintf("%v (not a string)", [got])
+
+# --------------------------------------------------------------- PodGroups
+
+# A PodGroup decides the queue and the priority Volcano schedules its pods
+# with. Volcano creates one for each Volcano Job and each plain pod it
+# schedules, from the queue and priority the gate judged on them; a user's
+# own PodGroup would pick both unseen (and any pod of the namespace could
+# join it), so only the platform creates them.
+deny contains msg if {
+	mode == "podgroup"
+	judged_namespace
+	input.request.operation == "CREATE"
+	not platform_requester
+	msg := "podgroup: PodGroups are created by Volcano for the Volcano Jobs and pods the gate judged, which give them their queue and priority; submit a Volcano Job, or pods with schedulerName: volcano, instead"
+}
+
+# Whether an update writes a field of the object's spec: always on CREATE,
+# on UPDATE when it changes.
+spec_written(_) if input.request.operation == "CREATE"
+
+spec_written(field) if {
+	input.request.operation == "UPDATE"
+	object.get(input.request.object, ["spec", field], null) != object.get(workloads.as_object(input.request.oldObject), ["spec", field], null)
+}
+
+deny contains msg if {
+	mode == "podgroup"
+	in_team_namespace
+	spec_written("queue")
+	got := object.get(input.request.object, ["spec", "queue"], "")
+	not team_queue == got
+	msg := replace(queue_message(got), "Volcano Job spec.queue", "PodGroup spec.queue")
+}
+
+deny contains msg if {
+	mode == "podgroup"
+	namespace_class == "other"
+	spec_written("queue")
+	got := input.request.object.spec.queue
+	got in team_queues
+	msg := sprintf("queue: PodGroup spec.queue %q is the queue of a team, and namespace %q belongs to none; use the default queue", [got, namespace])
+}
+
+team_queues := {q | some t in config.teams; q := t.queue}
+
+deny contains msg if {
+	mode == "podgroup"
+	judged_namespace
+	spec_written("priorityClassName")
+	class := input.request.object.spec.priorityClassName
+	class != ""
+	not class in workload_priority_classes
+	msg := sprintf(
+		"priority-class: PodGroup spec.priorityClassName %s is no workload type's; use one of: %s",
+		[json.marshal(class), concat(", ", sort(workload_priority_classes))],
+	)
+}
+
+workload_priority_classes := {c | some t in config.workload_types; some c in t.priority_classes}
+
+# ----------------------------------------------------- plain pods' queue
+
+# Volcano puts the PodGroup of a plain pod in the queue its annotation names
+# (else the namespace's, the team's).
+deny contains msg if {
+	mode in {"full", "changes"}
+	judged_namespace
+	some f in facts
+	got := f.annotations[lib.volcano_keys.queue_name]
+	pod_queue_written(f.where, got)
+	not pod_queue_allowed(got)
+	msg := pod_queue_message(f.where, got)
+}
+
+pod_queue_written(_, _) if mode == "full"
+
+pod_queue_written(where, got) if {
+	mode == "changes"
+	some old in workloads.templates(workloads.as_object(input.request.oldObject), kind_class)
+	old.where == where
+	object.get(workloads.as_object(old.template), ["metadata", "annotations", lib.volcano_keys.queue_name], null) != got
+}
+
+pod_queue_written(_, _) if {
+	mode == "changes"
+	not is_object(object.get(input.request, "oldObject", null))
+}
+
+pod_queue_allowed(got) if team_queue == got
+
+pod_queue_allowed(got) if {
+	namespace_class == "other"
+	not got in team_queues
+}
+
+pod_queue_message(where, got) := sprintf(
+	"queue: %s annotation %s is %s; remove it or set it to %q, the queue of team %s",
+	[where, lib.volcano_keys.queue_name, json.marshal(got), team_queue, team],
+) if {
+	team_queue
+} else := sprintf(
+	"queue: %s annotation %s is %s, the queue of a team, and namespace %q belongs to none; remove it",
+	[where, lib.volcano_keys.queue_name, json.marshal(got), namespace],
+) if {
+	namespace_class == "other"
+} else := queue_message(got)
+
+# --------------------------------------------------- Volcano Job priority
+
+# A Volcano Job's own priorityClassName is its PodGroup's, the priority
+# Volcano orders and preempts jobs by: it is one of the type's, like the
+# tasks'.
+deny contains msg if {
+	judged
+	kind_class == "volcano"
+	class := input.request.object.spec.priorityClassName
+	not class in type_config.priority_classes
+	msg := priority_class_message("Volcano Job spec", input.request.object.spec, workload_type, type_config.priority_classes)
+}
+
+deny contains msg if {
+	kind_class == "volcano"
+	input.request.operation == "CREATE"
+	object.get(input.request, "subResource", "") == ""
+	namespace_class == "other"
+	got := input.request.object.spec.queue
+	got in team_queues
+	msg := sprintf("queue: Volcano Job spec.queue %q is the queue of a team, and namespace %q belongs to none; use the default queue", [got, namespace])
+}

@@ -52,4 +52,99 @@ test_a_team_without_a_queue_in_the_data_cannot_place_volcano_jobs if {
 test_volcano_jobs_take_the_full_rules if {
 	not admission.fast_response with input as testing.volcano(worker)
 		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+}
+
+# --------------------------------------------------------------- PodGroups
+
+volcano_sa := "system:serviceaccount:volcano-system:volcano-controllers"
+
+podgroup_cases := {
+	"a user creates a PodGroup": [testing.podgroup({"queue": "research"}), {"podgroup"}],
+	"volcano creates one in the team's queue": [testing.by(testing.podgroup({"queue": "research", "priorityClassName": "fleetplane-training"}), volcano_sa, []), set()],
+	"volcano creates one in another team's queue": [testing.by(testing.podgroup({"queue": "serving"}), volcano_sa, []), {"queue"}],
+	"with a priority class of no workload type": [testing.by(testing.podgroup({"queue": "research", "priorityClassName": "system-cluster-critical"}), volcano_sa, []), {"priority-class"}],
+	"a user updates a PodGroup, queue and priority unchanged": [
+		testing.as_update(testing.podgroup({"queue": "research", "minMember": 3}), testing.podgroup({"queue": "research"}).request.object),
+		set(),
+	],
+	"a user moves a PodGroup to another queue": [
+		testing.as_update(testing.podgroup({"queue": "serving"}), testing.podgroup({"queue": "research"}).request.object),
+		{"queue"},
+	],
+	"a user raises a PodGroup's priority": [
+		testing.as_update(testing.podgroup({"queue": "research", "priorityClassName": "system-node-critical"}), testing.podgroup({"queue": "research"}).request.object),
+		{"priority-class"},
+	],
+	"a team's queue outside the teams": [testing.in_namespace(testing.by(testing.podgroup({"queue": "research"}), volcano_sa, []), "default"), {"queue"}],
+	"the default queue outside the teams": [testing.in_namespace(testing.by(testing.podgroup({"queue": "default"}), volcano_sa, []), "default"), set()],
+}
+
+test_podgroups[name] if {
+	some name, [rev, want] in podgroup_cases
+	rules(rev) == want
+}
+
+test_podgroup_queue_message if {
+	some_message(podgroup_cases["volcano creates one in another team's queue"][0], `queue: PodGroup spec.queue is "serving"; set spec.queue: "research"`)
+}
+
+# --------------------------------------------------------- plain pods' queue
+
+queue_annotation(q) := {"scheduling.volcano.sh/queue-name": q}
+
+pod_queue_cases := {
+	"the team's queue": [testing.pod(testing.with_annotations(testing.cpu, queue_annotation("research"))), set()],
+	"another team's queue": [testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))), {"queue"}],
+	"in a deployment's template": [testing.deployment(testing.with_annotations(testing.training, queue_annotation("serving")), 1), {"queue"}],
+	"a team's queue outside the teams": [testing.pod_in(testing.with_annotations(testing.cpu, queue_annotation("research")), "default"), {"queue"}],
+	"another queue outside the teams": [testing.pod_in(testing.with_annotations(testing.cpu, queue_annotation("batch-low")), "default"), set()],
+	"an update moving a pod to another team's queue": [
+		testing.as_update(testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))), testing.pod(testing.cpu).request.object),
+		{"queue"},
+	],
+	"an update keeping the queue": [
+		testing.as_update(testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))), testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))).request.object),
+		set(),
+	],
+	"an update without the old object": [testing.as_update(testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))), null), {"queue"}],
+	"an update that sends no old object": [json.remove(testing.as_update(testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving"))), null), ["request/oldObject"]), {"queue"}],
+}
+
+test_pod_queue[name] if {
+	some name, [rev, want] in pod_queue_cases
+	rules(rev) == want
+}
+
+test_pod_queue_messages if {
+	some_message(pod_queue_cases["another team's queue"][0], `queue: pod annotation scheduling.volcano.sh/queue-name is "serving"; remove it or set it to "research", the queue of team research`)
+	some_message(pod_queue_cases["a team's queue outside the teams"][0], `the queue of a team, and namespace "default" belongs to none; remove it`)
+}
+
+test_pod_queue_without_a_team_queue if {
+	config := json.remove(testing.config, ["teams/research/queue"])
+	msgs := admission.deny with input as testing.pod(testing.with_annotations(testing.cpu, queue_annotation("serving")))
+		with data.fleetplane.config as config
+	some msg in msgs
+	startswith(msg, "queue: team research has no Volcano queue")
+}
+
+# ---------------------------------------------------- Volcano Job priority
+
+test_volcano_job_priority_class[name] if {
+	some name, [class, want] in {
+		"the type's": ["fleetplane-training", set()],
+		"another type's": ["fleetplane-inference", {"priority-class"}],
+	}
+	rules(testing.volcano_in_queue(worker, {"queue": "research", "priorityClassName": class})) == want
+}
+
+test_volcano_job_priority_message if {
+	some_message(testing.volcano_in_queue(worker, {"queue": "research", "priorityClassName": "x"}), `priority-class: Volcano Job spec has priorityClassName "x"; training workloads must use one of`)
+}
+
+test_volcano_job_outside_the_teams_may_not_use_a_team_queue if {
+	rev := testing.in_namespace(testing.volcano_in_queue([["web", 1, testing.cpu]], {"queue": "research"}), "default")
+	rules(rev) == {"queue"}
+	rules(testing.in_namespace(testing.volcano_in_queue([["web", 1, testing.cpu]], {"queue": "default"}), "default")) == set()
 }

@@ -2,9 +2,11 @@
 # title: Budget
 # description: >-
 #   Month-to-date spend per team (pushed by the controller to
-#   data.fleetplane.spend), the estimated cost of a workload, and the verdict
-#   against the team's monthly budget. Ratios and budgets come from
-#   data.fleetplane.config; nothing here reads input.
+#   data.fleetplane.spend), the reservations of workloads admitted since
+#   (data.fleetplane.reservations, kept by the controller), the estimated
+#   cost of a workload, and the verdict against the team's monthly budget.
+#   Ratios and budgets come from data.fleetplane.config; nothing here reads
+#   input.
 package fleetplane.budget
 
 import data.fleetplane.config
@@ -53,6 +55,56 @@ spend_problems(team, now_ns) := {msg |
 
 # METADATA
 # description: >-
+#   USD reserved for the team's workloads admitted but not yet in its spend:
+#   the unexpired entries of data.fleetplane.reservations[team], a map from a
+#   workload's uid to {usd, expires_at (epoch seconds), uids (optional: the
+#   uids of objects whose pods the reservation already covers, such as a
+#   Deployment's ReplicaSets)}. An entry whose key or uids name one of uids
+#   (the object under review and its owners) is that object's own
+#   reservation and is not counted twice. A team without entries has none;
+#   undefined when an entry is malformed (see reservation_problems), so
+#   callers fail closed.
+reserved(team, now_ns, uids) := 0 if {
+	not has_reservations(team)
+} else := sum(amounts) if {
+	entries := data.fleetplane.reservations[team]
+	is_object(entries)
+	count([e |
+		some e in entries
+		is_number(e.usd)
+		e.usd >= 0
+		is_number(e.expires_at)
+		is_array(object.get(e, "uids", []))
+	]) == count(entries)
+	amounts := [e.usd |
+		some key, e in entries
+		e.expires_at * 1000000000 > now_ns
+		not own_reservation(key, e, uids)
+	]
+}
+
+has_reservations(team) if _ = data.fleetplane.reservations[team]
+
+own_reservation(key, _, uids) if key in uids
+
+own_reservation(_, entry, uids) if {
+	some uid in entry.uids
+	uid in uids
+}
+
+# METADATA
+# description: What is wrong with a team's reservations, if anything.
+reservation_problems(team, now_ns, uids) := {msg |
+	has_reservations(team)
+	not reserved(team, now_ns, uids)
+	msg := sprintf(
+		"data.fleetplane.reservations.%s must map workload uids to {\"usd\": <non-negative number>, \"expires_at\": <epoch seconds>, \"uids\": [<uid>]}, got %s",
+		[team, json.marshal(data.fleetplane.reservations[team])],
+	)
+}
+
+# METADATA
+# description: >-
 #   Estimated USD of a workload: the sum over items {devices,
 #   price_per_hour_usd, seconds} of devices x hourly price x hours.
 #   One item (the common case) is its own sum: sum costs OPA as much as a
@@ -67,28 +119,35 @@ estimate_usd(items) := ((item.devices * item.price_per_hour_usd) * item.seconds)
 
 # METADATA
 # description: >-
-#   True when the workload type does not get denied for budget: the type is
-#   budget_exempt, or the team lists it in budget_exempt_types.
-exempt(_, workload_type) if config.workload_types[workload_type].budget_exempt == true
-
-exempt(team, workload_type) if workload_type in config.teams[team].budget_exempt_types
+#   True when the workload type does not get denied for budget, as the
+#   configuration model defines it (components/config.py): the type is
+#   budget_exempt ("teams may list this type") and the team lists it in
+#   budget_exempt_types ("types that keep running over budget"). Either
+#   alone exempts nothing.
+exempt(team, workload_type) if {
+	config.workload_types[workload_type].budget_exempt == true
+	workload_type in config.teams[team].budget_exempt_types
+}
 
 # METADATA
 # description: >-
-#   The verdict for a workload: {level, total_usd, spent_usd, estimate_usd,
-#   budget_usd}. level is "deny" over deny_ratio x budget (or "exempt" for
-#   budget-exempt types), "warn" over warn_ratio x budget, otherwise "ok".
-#   Reaching a ratio exactly is still under it. Undefined when spend or
-#   configuration is malformed.
-verdict(team, workload_type, estimate, now_ns) := {
+#   The verdict for a workload identified by uids (see reserved): {level,
+#   total_usd, spent_usd, reserved_usd, estimate_usd, budget_usd}; the total
+#   is spend + reservations + estimate. level is "deny" over deny_ratio x
+#   budget (or "exempt" for budget-exempt types), "warn" over warn_ratio x
+#   budget, otherwise "ok". Reaching a ratio exactly is still under it.
+#   Undefined when spend, reservations or configuration is malformed.
+verdict(team, workload_type, estimate, now_ns, uids) := {
 	"level": level(team, workload_type, total),
 	"total_usd": total,
 	"spent_usd": spent_usd,
+	"reserved_usd": reserved_usd,
 	"estimate_usd": estimate,
 	"budget_usd": config.teams[team].monthly_budget_usd,
 } if {
 	spent_usd := spent(team, now_ns)
-	total := spent_usd + estimate
+	reserved_usd := reserved(team, now_ns, uids)
+	total := (spent_usd + reserved_usd) + estimate
 }
 
 level(team, workload_type, total) := "ok" if {
@@ -126,6 +185,11 @@ line(team, ratio) := config.budget[ratio] * config.teams[team].monthly_budget_us
 describe(team, v) := sprintf(
 	"team %s would reach %s of its monthly budget ($%s spent this month + $%s estimated for this workload, budget $%s)",
 	[team, percent(v), usd(v.spent_usd), usd(v.estimate_usd), usd(v.budget_usd)],
+) if {
+	object.get(v, "reserved_usd", 0) == 0
+} else := sprintf(
+	"team %s would reach %s of its monthly budget ($%s spent this month + $%s reserved for workloads admitted since + $%s estimated for this workload, budget $%s)",
+	[team, percent(v), usd(v.spent_usd), usd(v.reserved_usd), usd(v.estimate_usd), usd(v.budget_usd)],
 )
 
 percent(v) := sprintf("%d%%", [round((v.total_usd * 100) / v.budget_usd)]) if {

@@ -60,15 +60,24 @@ test_estimate_usd if {
 	]) == 42
 }
 
+# Issue 19: the configuration model's meaning (components/config.py): a
+# type's budget_exempt lets teams list it, a team's budget_exempt_types lists
+# the types that keep running over budget; it takes both. Before, either
+# alone exempted ("type exempt" and "team exempts the type" were true).
 exempt_cases := {
-	"type exempt": ["research", "inference", true],
-	"team exempts the type": ["analytics", "notebook", true],
+	"type exempt, listed by no team": ["research", "inference", false],
+	"team lists a type that is not budget_exempt": ["analytics", "notebook", false],
+	"team lists a budget_exempt type": ["serving", "inference", true],
+	"another team lists it": ["research", "inference", false],
 	"other team": ["research", "notebook", false],
 	"not exempt": ["research", "training", false],
 }
 
+# The fixture with team serving listing inference, as the model allows.
+serving_exempts_inference := object.union(testing.config, {"teams": {"serving": {"budget_exempt_types": ["inference"]}}})
+
 exempt(team, workload_type) if {
-	budget.exempt(team, workload_type) with data.fleetplane.config as testing.config
+	budget.exempt(team, workload_type) with data.fleetplane.config as serving_exempts_inference
 } else := false
 
 test_exempt[name] if {
@@ -87,26 +96,31 @@ level_cases := {
 
 test_level[name] if {
 	some name, [usd, estimate, want] in level_cases
-	v := budget.verdict("research", "training", estimate, now) with data.fleetplane.config as testing.config
+	v := budget.verdict("research", "training", estimate, now, set()) with data.fleetplane.config as testing.config
 		with data.fleetplane.spend as {"research": {"month": "2026-11", "usd": usd}}
 	v.level == want
 	v.total_usd == usd + estimate
 }
 
 test_exempt_type_over_budget_is_exempt if {
-	v := budget.verdict("research", "inference", 60000, now) with data.fleetplane.config as testing.config
+	v := budget.verdict("serving", "inference", 60000, now, set()) with data.fleetplane.config as serving_exempts_inference
 	v.level == "exempt"
+}
+
+test_budget_exempt_type_not_listed_by_the_team_is_denied if {
+	v := budget.verdict("research", "inference", 60000, now, set()) with data.fleetplane.config as testing.config
+	v.level == "deny"
 }
 
 test_zero_budget_denies_any_cost if {
 	config := object.union(testing.config, {"teams": {"research": {"monthly_budget_usd": 0}}})
-	v := budget.verdict("research", "training", 1, now) with data.fleetplane.config as config
+	v := budget.verdict("research", "training", 1, now, set()) with data.fleetplane.config as config
 	v.level == "deny"
 	budget.percent(v) == "more than all"
 }
 
 has_verdict(config) if {
-	budget.verdict("research", "training", 1, now) with data.fleetplane.config as config
+	budget.verdict("research", "training", 1, now, set()) with data.fleetplane.config as config
 }
 
 test_verdict_is_undefined_without_ratios if {
@@ -117,4 +131,51 @@ test_verdict_is_undefined_without_ratios if {
 test_describe if {
 	v := {"total_usd": 45000.4, "spent_usd": 40000.2, "estimate_usd": 5000.2, "budget_usd": 50000}
 	budget.describe("research", v) == "team research would reach 90% of its monthly budget ($40000 spent this month + $5000 estimated for this workload, budget $50000)"
+}
+
+reservation_doc := {"research": {
+	"uid-a": {"usd": 100, "expires_at": testing.now + 1},
+	"uid-b": {"usd": 50, "expires_at": testing.now, "uids": []},
+	"uid-c": {"usd": 25, "expires_at": testing.now + 1, "uids": ["uid-rs"]},
+}}
+
+reserved_cases := {
+	"unexpired entries": [set(), 125],
+	"an entry keyed by the object": [{"uid-a"}, 25],
+	"an entry covering the object": [{"uid-rs"}, 100],
+}
+
+test_reserved[name] if {
+	some name, [uids, want] in reserved_cases
+	budget.reserved("research", now, uids) == want with data.fleetplane.reservations as reservation_doc
+}
+
+test_reserved_without_entries if {
+	budget.reserved("serving", now, set()) == 0 with data.fleetplane.reservations as reservation_doc
+	budget.reserved("research", now, set()) == 0
+}
+
+test_malformed_reservations_are_undefined_and_reported[name] if {
+	some name, entries in {
+		"usd not a number": {"x": {"usd": "1", "expires_at": 1}},
+		"negative usd": {"x": {"usd": -1, "expires_at": 1}},
+		"no expiry": {"x": {"usd": 1}},
+		"uids not a list": {"x": {"usd": 1, "expires_at": 1, "uids": "y"}},
+		"not a map": [1],
+	}
+	not budget.reserved("research", now, set()) with data.fleetplane.reservations as {"research": entries}
+	count(budget.reservation_problems("research", now, set())) == 1 with data.fleetplane.reservations as {"research": entries}
+}
+
+test_verdict_adds_reservations if {
+	v := budget.verdict("research", "training", 10, now, set()) with data.fleetplane.config as testing.config
+		with data.fleetplane.spend as {"research": {"month": "2026-11", "usd": 1000}}
+		with data.fleetplane.reservations as reservation_doc
+	v.total_usd == 1135
+	v.reserved_usd == 125
+}
+
+test_describe_with_reservations if {
+	v := {"total_usd": 45000.4, "spent_usd": 40000.2, "reserved_usd": 3000, "estimate_usd": 2000.2, "budget_usd": 50000}
+	budget.describe("research", v) == "team research would reach 90% of its monthly budget ($40000 spent this month + $3000 reserved for workloads admitted since + $2000 estimated for this workload, budget $50000)"
 }

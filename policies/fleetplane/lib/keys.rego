@@ -48,6 +48,89 @@ accelerator_resources := {"nvidia.com/gpu", "google.com/tpu"}
 mig_resource_prefix := "nvidia.com/mig-"
 
 # METADATA
+# description: >-
+#   Labels and annotations only the platform writes: the controller acts on
+#   them (exempt, preemptible, its idle warning and reclaim deadline), records
+#   what it did with them (controller/keys.py), or Volcano's controllers bind a
+#   pod to a PodGroup with them. A user who could write them would choose
+#   what the controller spares or when it reclaims, or the PodGroup (queue and
+#   priority) a pod joins; the gate refuses them from anyone but the platform
+#   (data.fleetplane.config.platform). Written out rather than taken from keys:
+#   a constant costs OPA nothing per review, a rule built from other rules is
+#   built on every one (keys_test checks both agree).
+platform_owned := {
+	"labels": {"fleetplane.dev/exempt", "fleetplane.dev/preemptible"},
+	"annotations": {
+		"fleetplane.dev/idle-warned-at",
+		"fleetplane.dev/reclaim-deadline",
+		"fleetplane.dev/reclaimed-at",
+		"fleetplane.dev/reclaimed-replicas",
+		"fleetplane.dev/reclaim-reason",
+		"fleetplane.dev/preempted-by",
+		"fleetplane.dev/preempted-at",
+		"fleetplane.dev/preemption-reason",
+		"fleetplane.dev/preemption-victims",
+		"scheduling.k8s.io/group-name",
+	},
+}
+
+# METADATA
+# description: >-
+#   Volcano's pod and namespace annotations: the queue a plain pod's PodGroup
+#   is placed in, and the PodGroup a pod belongs to.
+volcano_keys := {
+	"queue_name": "scheduling.volcano.sh/queue-name",
+	"group_name": "scheduling.k8s.io/group-name",
+}
+
+# METADATA
+# description: >-
+#   The taints on accelerator nodes (components/labels.py GPU_TAINT and
+#   TPU_TAINT): a pod tolerating one may land on an accelerator node.
+accelerator_taints := [
+	{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+	{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"},
+]
+
+# METADATA
+# description: >-
+#   Node labels only accelerator nodes carry, besides the models' own node
+#   labels (config.models.*.node_label): selecting one picks accelerator nodes.
+accelerator_node_labels := {
+	"nvidia.com/gpu.product",
+	"nvidia.com/gpu.present",
+	"nvidia.com/gpu.count",
+	"nvidia.com/gpu.family",
+	"cloud.google.com/gke-accelerator",
+	"cloud.google.com/gke-tpu-accelerator",
+	"cloud.google.com/gke-tpu-topology",
+}
+
+# METADATA
+# description: >-
+#   Environment variables the NVIDIA container runtime (nvidia-container-toolkit)
+#   reads to expose devices to a container, whatever its resources say:
+#   NVIDIA_VISIBLE_DEVICES (GPUs), NVIDIA_MIG_CONFIG_DEVICES and
+#   NVIDIA_MIG_MONITOR_DEVICES (MIG management), NVIDIA_IMEX_CHANNELS (IMEX
+#   channels). Not in the list, because they expose nothing by themselves:
+#   NVIDIA_DRIVER_CAPABILITIES (which driver libraries accompany devices
+#   already exposed), CUDA_VISIBLE_DEVICES and TPU_VISIBLE_CHIPS (read by CUDA
+#   and libtpu inside the process, to choose among devices already mounted).
+device_env_vars := {
+	"NVIDIA_VISIBLE_DEVICES",
+	"NVIDIA_MIG_CONFIG_DEVICES",
+	"NVIDIA_MIG_MONITOR_DEVICES",
+	"NVIDIA_IMEX_CHANNELS",
+}
+
+# METADATA
+# description: >-
+#   Values of a device variable that expose no device: "void" and empty (the
+#   runtime treats the container as a non-GPU one) and "none" (driver
+#   libraries only).
+device_env_inert_values := {"", "void", "none"}
+
+# METADATA
 # description: True for every extended resource name that is an accelerator.
 is_accelerator(resource) if resource in accelerator_resources
 

@@ -28,3 +28,27 @@ test_contract_keys if {
 	lib.spot_taint == {"key": "fleetplane.dev/capacity-type", "value": "spot", "effect": "NoSchedule"}
 	count(lib.spot_node_labels) == 4
 }
+
+test_platform_owned_keys if {
+	lib.keys.exempt in lib.platform_owned.labels
+	lib.keys.preemptible in lib.platform_owned.labels
+	lib.keys.idle_warned_at in lib.platform_owned.annotations
+	lib.keys.reclaim_deadline in lib.platform_owned.annotations
+	"scheduling.k8s.io/group-name" in lib.platform_owned.annotations
+	not lib.keys.approval_id in lib.platform_owned.annotations
+	not lib.keys.workload_type in lib.platform_owned.labels
+}
+
+test_device_variables if {
+	"NVIDIA_VISIBLE_DEVICES" in lib.device_env_vars
+	not "CUDA_VISIBLE_DEVICES" in lib.device_env_vars
+	not "NVIDIA_DRIVER_CAPABILITIES" in lib.device_env_vars
+	"void" in lib.device_env_inert_values
+	count(lib.accelerator_taints) == 2
+}
+
+test_platform_owned_keys_are_the_keys if {
+	lib.platform_owned.labels == {lib.keys.exempt, lib.keys.preemptible}
+	lib.keys.idle_warned_at in lib.platform_owned.annotations
+	lib.volcano_keys.group_name in lib.platform_owned.annotations
+}

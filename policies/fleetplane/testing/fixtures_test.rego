@@ -123,6 +123,7 @@ config := {
 			"budget_exempt": false,
 			"preemptible": true,
 			"min_runtime_seconds": 600,
+			"pod_security": "baseline",
 			"max_idle_timeout_seconds": null,
 			"idle": {
 				"util_threshold_percent": 5,
@@ -141,6 +142,7 @@ config := {
 			"budget_exempt": true,
 			"preemptible": false,
 			"min_runtime_seconds": 0,
+			"pod_security": "baseline",
 			"max_idle_timeout_seconds": null,
 			"idle": null,
 		},
@@ -155,6 +157,7 @@ config := {
 			"budget_exempt": false,
 			"preemptible": true,
 			"min_runtime_seconds": 0,
+			"pod_security": "baseline",
 			"max_idle_timeout_seconds": 14400,
 			"idle": {
 				"util_threshold_percent": 5,
@@ -173,6 +176,7 @@ config := {
 			"budget_exempt": false,
 			"preemptible": true,
 			"min_runtime_seconds": 300,
+			"pod_security": "baseline",
 			"max_idle_timeout_seconds": null,
 			"idle": {
 				"util_threshold_percent": 5,
@@ -201,21 +205,49 @@ config := {
 			"capacity_type": "spot",
 			"max_unavailable": "10%",
 			"driver_version": "570.124.06",
+			"teams": [],
 		},
 		"a100-on-demand": {
 			"model": "a100-40gb",
 			"capacity_type": "on-demand",
 			"max_unavailable": 2,
 			"driver_version": "570.124.06",
+			"teams": [],
 		},
 		"tpu-v5e": {
 			"model": "tpu-v5e",
 			"capacity_type": "on-demand",
 			"max_unavailable": "25%",
 			"driver_version": "",
+			"teams": [],
 		},
 	},
 	"health": {"max_unavailable": "10%", "max_runtime_grace_seconds": 1800},
+	"system_namespaces": [
+		"kube-system",
+		"kube-public",
+		"kube-node-lease",
+		"fleetplane-system",
+		"gpu-operator",
+		"volcano-system",
+	],
+	"platform": {
+		"controller_service_account": "system:serviceaccount:fleetplane-system:fleetplane-controller",
+		"workload_controllers": [
+			"system:serviceaccount:kube-system:replicaset-controller",
+			"system:serviceaccount:kube-system:deployment-controller",
+			"system:serviceaccount:kube-system:job-controller",
+			"system:serviceaccount:kube-system:cronjob-controller",
+			"system:serviceaccount:kube-system:statefulset-controller",
+			"system:serviceaccount:kube-system:daemon-set-controller",
+			"system:serviceaccount:kube-system:replication-controller",
+			"system:kube-controller-manager",
+			"system:serviceaccount:volcano-system:volcano-controllers",
+		],
+		"admin_groups": [
+			"fleetplane-admins",
+		],
+	},
 	"upgrade": {
 		"maintenance_windows": [
 			{
@@ -241,6 +273,15 @@ config := {
 now_ns := 1795000000000000000
 
 now := 1795000000
+
+# METADATA
+# description: >-
+#   The approvals the platform admins granted (data.fleetplane.approvals):
+#   APR-2026-001 lets team research hold up to 64 accelerators for 30 more
+#   days, in any one workload until the controller binds it.
+approvals := {"APR-2026-001": {"team": "research", "max_accelerators": 64, "expires_at": now + 2592000, "uid": null}}
+
+controller := "system:serviceaccount:fleetplane-system:fleetplane-controller"
 
 month := "2026-11"
 
@@ -362,6 +403,10 @@ cronjob(tmpl, job_spec) := review(
 )
 
 # METADATA
+# description: A CronJob whose runs never overlap (concurrencyPolicy Forbid).
+cronjob_forbid(tmpl, job_spec) := object.union(cronjob(tmpl, job_spec), {"request": {"object": {"spec": {"concurrencyPolicy": "Forbid"}}}})
+
+# METADATA
 # description: >-
 #   A Volcano Job from [name, replicas, template] triples, in the research
 #   team's queue.
@@ -381,5 +426,60 @@ volcano_in_queue(tasks, fields) := review(
 )
 
 in_namespace(rev, namespace) := object.union(rev, {"request": {"namespace": namespace}})
+
+# METADATA
+# description: The review as made by a user (username and groups).
+by(rev, username, groups) := object.union(rev, {"request": {"userInfo": {"username": username, "groups": groups}}})
+
+# METADATA
+# description: A review of any kind, CREATE in ml-research.
+of_kind(group, version, kind, obj) := review({"group": group, "version": version, "kind": kind}, "ml-research", obj)
+
+# METADATA
+# description: >-
+#   An UPDATE of the scale subresource of a workload of resource in group,
+#   from old to new replicas; the Scale carries the parent's uid.
+scale(group, resource, name, uid, old, new) := {
+	"apiVersion": "admission.k8s.io/v1",
+	"kind": "AdmissionReview",
+	"request": {
+		"uid": "6f4c1c2e-1a8e-4f55-9a34-5b2b1f0c0001",
+		"kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+		"resource": {"group": group, "version": "v1", "resource": resource},
+		"subResource": "scale",
+		"name": name,
+		"namespace": "ml-research",
+		"operation": "UPDATE",
+		"userInfo": {"username": "alice@example.com"},
+		"object": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "ml-research", "uid": uid}, "spec": {"replicas": new}},
+		"oldObject": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "ml-research", "uid": uid}, "spec": {"replicas": old}},
+	},
+}
+
+# METADATA
+# description: A HorizontalPodAutoscaler of a target {apiVersion, kind, name} up to max replicas.
+autoscaler(target, max) := of_kind("autoscaling", "v2", "HorizontalPodAutoscaler", {
+	"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+	"spec": {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": max},
+})
+
+# METADATA
+# description: A Volcano PodGroup with these spec fields.
+podgroup(spec) := of_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", {
+	"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg"},
+	"spec": object.union({"minMember": 1}, spec),
+})
+
+# METADATA
+# description: >-
+#   The records the controller keeps of scalable workloads
+#   (data.fleetplane.workloads): a training StatefulSet "s" of 8 GPUs a
+#   replica, a CPU ReplicaSet "web".
+workload_records := {"ml-research": {
+	"statefulsets.apps/s": {"uid": "uid-s", "kind": "StatefulSet", "workload_type": "training", "devices_per_replica": 8, "approval_id": null},
+	"replicasets.apps/web": {"uid": "uid-web", "kind": "ReplicaSet", "workload_type": null, "devices_per_replica": 0, "approval_id": null},
+	"deployments.apps/d": {"uid": "uid-d", "kind": "Deployment", "workload_type": "inference", "devices_per_replica": 1, "approval_id": null},
+	"rollouts.argoproj.io/r": {"uid": "uid-r", "kind": "Rollout", "workload_type": "training", "devices_per_replica": 8, "approval_id": "APR-2026-001"},
+}}
 
 as_update(rev, old) := object.union(rev, {"request": {"operation": "UPDATE", "oldObject": old}})

@@ -11,19 +11,32 @@ import data.fleetplane.lib
 # METADATA
 # description: >-
 #   The class of an AdmissionReview request.kind, by "group/kind": how the pod
-#   templates of the gated kinds are found. Undefined for kinds that are not
-#   gated; other pod-creating kinds (DaemonSet, ReplicationController) are
-#   caught at Pod level. The table lives inside the function: as a rule of
+#   templates of the kinds the gate knows are found. Undefined for other kinds
+#   (see workload_class). The table lives inside the function: as a rule of
 #   its own it would cost OPA a rule evaluation on every review.
 kind_class(gvk) := {
 	"/Pod": "pod",
 	"apps/Deployment": "replicated",
 	"apps/StatefulSet": "replicated",
 	"apps/ReplicaSet": "replicated",
+	"/ReplicationController": "replicated",
+	"apps/DaemonSet": "daemonset",
 	"batch/Job": "job",
 	"batch/CronJob": "cronjob",
 	"batch.volcano.sh/Job": "volcano",
 }[concat("/", [object.get(gvk, "group", ""), gvk.kind])]
+
+# METADATA
+# description: >-
+#   The class of a request's object: its kind_class, else "generic" for a
+#   kind the gate does not know that carries pod templates somewhere under
+#   spec (operators' job kinds: Kubeflow, Ray, JobSet, LeaderWorkerSet, ...),
+#   found by their shape. Undefined for objects without pod templates.
+workload_class(gvk, obj) := class if {
+	class := kind_class(gvk)
+} else := "generic" if {
+	count(discovered_templates(obj)) > 0
+}
 
 # METADATA
 # description: The value when it is an object, otherwise an empty object.
@@ -39,17 +52,44 @@ as_array(x) := x if {
 
 # METADATA
 # description: >-
-#   Pod templates of an object, each {where, template, replicas, deadline}:
-#   where is the path users see in messages, replicas is the number of pods of
-#   the template that run at once (raw value, see replica_problems), deadline
-#   is a workload-level activeDeadlineSeconds or null.
-templates(obj, "pod") := [{"where": "pod", "template": obj, "replicas": 1, "deadline": null}]
+#   Pod templates of an object, each {where, template, replicas, deadline,
+#   runs, replaced, bounded, bound}: where is the path users see in messages;
+#   replicas is the number of pods of the template that run at once (raw
+#   value, see template_problems; 0 when unbounded); deadline is a
+#   workload-level activeDeadlineSeconds (a wall-clock bound on the whole
+#   workload) or null; runs is how many pods the template starts over the
+#   workload's life (completions and retries for Jobs), null when that has no
+#   bound; replaced is true when a pod that ends is replaced (controllers
+#   that keep replicas running), so a pod's activeDeadlineSeconds bounds one
+#   pod but not the workload; bounded is false when nothing bounds the pods
+#   running at once, and bound then says what to set.
+templates(obj, "pod") := [{
+	"where": "pod", "template": obj, "replicas": 1, "deadline": null,
+	"runs": 1, "replaced": false, "bounded": true, "bound": "",
+}]
 
 templates(obj, "replicated") := [{
 	"where": "spec.template",
 	"template": object.get(obj, ["spec", "template"], null),
-	"replicas": object.get(obj, ["spec", "replicas"], 1),
+	"replicas": replicas,
 	"deadline": null,
+	"runs": replicas,
+	"replaced": true,
+	"bounded": true,
+	"bound": "",
+}] if {
+	replicas := object.get(obj, ["spec", "replicas"], 1)
+}
+
+templates(obj, "daemonset") := [{
+	"where": "spec.template",
+	"template": object.get(obj, ["spec", "template"], null),
+	"replicas": 0,
+	"deadline": null,
+	"runs": 0,
+	"replaced": true,
+	"bounded": false,
+	"bound": "a DaemonSet runs one pod on every node it selects, so nothing bounds the pods it runs; run accelerator work as a Deployment, StatefulSet or Job with replicas",
 }]
 
 templates(obj, "job") := [job_template("spec.template", as_object(object.get(obj, "spec", {})))]
@@ -61,19 +101,30 @@ templates(obj, "cronjob") := [job_template(
 
 templates(obj, "volcano") := [t |
 	some i, task in as_array(object.get(obj, ["spec", "tasks"], []))
+	replicas := object.get(as_object(task), "replicas", 1)
 	t := {
 		"where": sprintf("spec.tasks[%d].template", [i]),
 		"template": object.get(as_object(task), "template", null),
-		"replicas": object.get(as_object(task), "replicas", 1),
+		"replicas": replicas,
 		"deadline": null,
+		"runs": replicas,
+		"replaced": false,
+		"bounded": true,
+		"bound": "",
 	}
 ]
+
+templates(obj, "generic") := discovered_templates(obj)
 
 job_template(where, job_spec) := {
 	"where": where,
 	"template": object.get(job_spec, "template", null),
 	"replicas": job_concurrency(job_spec),
 	"deadline": object.get(job_spec, "activeDeadlineSeconds", null),
+	"runs": job_runs(job_spec),
+	"replaced": false,
+	"bounded": true,
+	"bound": "",
 }
 
 # METADATA
@@ -86,6 +137,117 @@ job_concurrency(job_spec) := min({p, c}) if {
 	is_whole(p)
 	is_whole(c)
 } else := object.get(job_spec, "parallelism", 1)
+
+# METADATA
+# description: >-
+#   Pods a Job starts over its life, each running at most its pod deadline:
+#   the completions (or, without completions, the parallel pods of a work
+#   queue) plus the retries backoffLimit allows (default 6); for an Indexed
+#   Job with backoffLimitPerIndex, every index may run 1 + that many times.
+#   null when nothing bounds them: a podFailurePolicy rule with action Ignore
+#   restarts failed pods without counting them, or a count is malformed.
+job_runs(job_spec) := null if {
+	some rule in as_array(object.get(job_spec, ["podFailurePolicy", "rules"], []))
+	object.get(as_object(rule), "action", "") == "Ignore"
+} else := c * (1 + per_index) if {
+	job_spec.completionMode == "Indexed"
+	per_index := job_spec.backoffLimitPerIndex
+	is_whole(per_index)
+	c := job_spec.completions
+	is_whole(c)
+} else := base + retries if {
+	base := object.get(job_spec, "completions", object.get(job_spec, "parallelism", 1))
+	is_whole(base)
+	retries := object.get(job_spec, "backoffLimit", 6)
+	is_whole(retries)
+} else := null
+
+# METADATA
+# description: >-
+#   Pod templates found by shape in an object of a kind the gate does not
+#   know: every object under spec with spec.containers a list. Each is a
+#   template as in templates; its pods at once are the product of the counts
+#   its enclosing objects declare (maxReplicas, else replicas, else
+#   parallelism bounded by completions, else size), and unbounded when none
+#   declares one. Such a kind may replace its pods, so pod deadlines do not
+#   bound it.
+discovered_templates(obj) := [t |
+	spec := as_object(object.get(obj, "spec", {}))
+	nodes := {path: node | walk(spec, [path, node]); is_object(node)}
+	some path, node in nodes
+	is_array(node.spec.containers)
+	count(path) > 0
+	counts := [n |
+		some k in numbers.range(0, count(path) - 1)
+		n := multiplicity(nodes[array.slice(path, 0, k)])
+	]
+	replicas := product(counts)
+	where := concat("", array.concat(["spec"], [step | some p in path; step := path_step(p)]))
+	t := {
+		"where": where,
+		"template": node,
+		"replicas": {true: replicas, false: 0}[count(counts) > 0],
+		"deadline": null,
+		"runs": {true: replicas, false: 0}[count(counts) > 0],
+		"replaced": true,
+		"bounded": count(counts) > 0,
+		"bound": sprintf(
+			"no replicas, maxReplicas, parallelism or size encloses %s, so nothing bounds the pods it runs; set replicas (or maxReplicas) on the object that holds it",
+			[where],
+		),
+	}
+]
+
+path_step(p) := sprintf("[%d]", [p]) if is_number(p)
+
+path_step(p) := concat("", [".", p]) if is_string(p)
+
+# The count of pods an object of a generic kind declares for what it encloses.
+multiplicity(node) := n if {
+	n := node.maxReplicas
+	is_whole(n)
+} else := n if {
+	n := node.replicas
+	is_whole(n)
+} else := job_concurrency(node) if {
+	is_whole(node.parallelism)
+} else := n if {
+	n := node.size
+	is_whole(n)
+}
+
+# METADATA
+# description: >-
+#   Pod-seconds a template's pods may run in all, the quantity its price is
+#   multiplied by: runs x the longest a run lasts (the pod deadline, unless
+#   pods are replaced, else the type's default runtime), and, with a
+#   workload deadline, at most replicas x that deadline. Undefined when
+#   neither bounds it: the caller prices that as unbounded.
+pod_seconds(replicas, runs, deadline, replaced, pod_deadline, fallback) := runs * pod_deadline if {
+	# Without a workload deadline, the common cases first (no call).
+	deadline == null
+	replaced == false
+	is_number(runs)
+	is_number(pod_deadline)
+} else := runs * fallback if {
+	deadline == null
+	is_number(runs)
+	is_number(fallback)
+} else := min(bounds) if {
+	bounds := array.concat(
+		[b | is_number(runs); b := runs * run_seconds(replaced, pod_deadline, fallback)],
+		[b | is_number(deadline); b := replicas * deadline],
+	)
+	count(bounds) > 0
+}
+
+# The longest one pod runs: its own deadline, unless pods are replaced; else
+# the type's default runtime; undefined when neither applies.
+run_seconds(false, pod_deadline, _) := pod_deadline if is_number(pod_deadline)
+
+run_seconds(false, null, fallback) := fallback if is_number(fallback)
+
+run_seconds(true, _, fallback) := fallback if is_number(fallback)
 
 # METADATA
 # description: True for a JSON integer that is not negative.

@@ -82,7 +82,9 @@ test_kind_class if {
 	workloads.kind_class({"group": "", "version": "v1", "kind": "Pod"}) == "pod"
 	workloads.kind_class({"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"}) == "volcano"
 	workloads.kind_class({"group": "batch", "version": "v1", "kind": "Job"}) == "job"
-	not workloads.kind_class({"group": "apps", "version": "v1", "kind": "DaemonSet"})
+	workloads.kind_class({"group": "apps", "version": "v1", "kind": "DaemonSet"}) == "daemonset"
+	workloads.kind_class({"group": "", "version": "v1", "kind": "ReplicationController"}) == "replicated"
+	not workloads.kind_class({"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"})
 }
 
 pod_spec := {"containers": [gpu("a", "1")]}
@@ -146,4 +148,91 @@ test_template_ok[name] if {
 	some name, [template, want] in template_ok_cases
 	t := {"where": "pod", "template": template, "replicas": 1, "deadline": null}
 	workloads.template_ok(t, workloads.containers(object.get(template, "spec", {}))) == want
+}
+
+# ------------------------------------------------------------- holdings
+
+job_runs_cases := {
+	"defaults: one completion and six retries": [{}, 7],
+	"completions and backoffLimit": [{"completions": 8, "parallelism": 2, "backoffLimit": 2}, 10],
+	"work queue: parallel pods and retries": [{"parallelism": 4, "backoffLimit": 0}, 4],
+	"indexed with a limit per index": [{"completionMode": "Indexed", "completions": 4, "backoffLimitPerIndex": 1}, 8],
+	"indexed without a limit per index": [{"completionMode": "Indexed", "completions": 4, "backoffLimit": 1}, 5],
+	"failures ignored: no bound": [{"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}}, null],
+	"failures counted": [{"podFailurePolicy": {"rules": [{"action": "FailJob"}]}, "backoffLimit": 1}, 2],
+	"malformed count: no bound": [{"completions": "8"}, null],
+}
+
+test_job_runs[name] if {
+	some name, [spec, want] in job_runs_cases
+	workloads.job_runs(spec) == want
+}
+
+# [replicas, runs, deadline, replaced, pod deadline, default runtime, want]
+pod_seconds_cases := {
+	"a pod runs to its deadline": [1, 1, null, false, 600, 86400, 600],
+	"a pod without a deadline runs the default": [1, 1, null, false, null, 86400, 86400],
+	"replicas are replaced: their deadline bounds nothing": [3, 3, null, true, 600, 86400, 259200],
+	"job runs every retry": [2, 10, null, false, 3600, 86400, 36000],
+	"job deadline bounds the wall clock": [2, 10, 1800, false, 3600, 86400, 3600],
+	"job deadline bounds runs without a bound": [2, null, 1800, false, null, null, 3600],
+}
+
+test_pod_seconds[name] if {
+	some name, [replicas, runs, deadline, replaced, pod_deadline, fallback, want] in pod_seconds_cases
+	workloads.pod_seconds(replicas, runs, deadline, replaced, pod_deadline, fallback) == want
+}
+
+test_pod_seconds_undefined_without_a_bound[name] if {
+	some name, args in {
+		"no default, no deadline": [1, 1, null, false, null, null],
+		"replaced without a default": [2, 2, null, true, 600, null],
+		"unbounded runs without a job deadline": [1, null, null, false, 600, 86400],
+	}
+	not workloads.pod_seconds(args[0], args[1], args[2], args[3], args[4], args[5])
+}
+
+test_daemonset_template_is_unbounded if {
+	[t] := workloads.templates({"spec": {"template": {"spec": pod_spec}}}, "daemonset")
+	t.bounded == false
+	t.replicas == 0
+	contains(t.bound, "one pod on every node")
+}
+
+pytorch_job := {"spec": {"pytorchReplicaSpecs": {
+	"Master": {"replicas": 1, "template": {"spec": pod_spec}},
+	"Worker": {"replicas": 3, "template": {"spec": pod_spec}},
+}}}
+
+jobset := {"spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 4, "template": {"spec": pod_spec}}}}]}}
+
+ray_cluster := {"spec": {
+	"headGroupSpec": {"template": {"spec": pod_spec}},
+	"workerGroupSpecs": [{"replicas": 1, "minReplicas": 1, "maxReplicas": 5, "template": {"spec": pod_spec}}],
+}}
+
+discovery_cases := {
+	"kubeflow replica specs": [pytorch_job, {"spec.pytorchReplicaSpecs.Master.template": [1, true], "spec.pytorchReplicaSpecs.Worker.template": [3, true]}],
+	"jobset: replicas x parallelism": [jobset, {"spec.replicatedJobs[0].template.spec.template": [8, true]}],
+	"ray: maxReplicas wins, a head without a count is unbounded": [ray_cluster, {"spec.workerGroupSpecs[0].template": [5, true], "spec.headGroupSpec.template": [0, false]}],
+	"a template at spec.template without replicas": [{"spec": {"template": {"spec": pod_spec}}}, {"spec.template": [0, false]}],
+	"spec.replicas counts for spec.template": [{"spec": {"replicas": 2, "template": {"spec": pod_spec}}}, {"spec.template": [2, true]}],
+	"no template": [{"spec": {"queue": "q"}}, {}],
+}
+
+test_discovered_templates[name] if {
+	some name, [obj, want] in discovery_cases
+	{t.where: [t.replicas, t.bounded] | some t in workloads.discovered_templates(obj)} == want
+}
+
+test_workload_class if {
+	workloads.workload_class({"group": "apps", "kind": "Deployment"}, {}) == "replicated"
+	workloads.workload_class({"group": "kubeflow.org", "kind": "PyTorchJob"}, pytorch_job) == "generic"
+	not workloads.workload_class({"group": "", "kind": "ConfigMap"}, {"data": {"a": "b"}})
+	count(workloads.templates(pytorch_job, "generic")) == 2
+}
+
+test_unbounded_generic_template_says_what_to_set if {
+	[t] := workloads.discovered_templates({"spec": {"template": {"spec": pod_spec}}})
+	contains(t.bound, "set replicas (or maxReplicas)")
 }
