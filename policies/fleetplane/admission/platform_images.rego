@@ -8,7 +8,7 @@ import data.fleetplane.config
 import data.fleetplane.lib.workloads
 
 deny contains msg if {
-	some [where, entry] in checked_containers
+	some [where, entry, _] in checked_containers
 	image := entry.container.image
 	platform_image_by_tag(image)
 	msg := sprintf(
