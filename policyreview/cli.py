@@ -39,6 +39,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     diff.add_argument("--data", help="data.fleetplane.config JSON (default: the corpus's)")
     diff.add_argument("--spend", help="data.fleetplane.spend JSON (default: none)")
+    diff.add_argument(
+        "--approvals",
+        help="data.fleetplane.approvals JSON (default: the corpus's, with --data none)",
+    )
     diff.add_argument("--trace", help="trace pod list CSV, or `none` (default: the shipped one)")
     diff.add_argument("--trace-limit", type=int, help="use only the first N trace pods")
     diff.add_argument("--seed", type=int, default=2023, help="seed of the trace mapping")
@@ -69,8 +73,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from policyreview.diff import DEFAULT_DATA, DEFAULT_TRACE, PolicyDiffError, run
+    from policyreview.diff import (
+        DEFAULT_APPROVALS,
+        DEFAULT_DATA,
+        DEFAULT_TRACE,
+        PolicyDiffError,
+        run,
+    )
 
+    if args.approvals is None and args.data is None:
+        args.approvals = str(DEFAULT_APPROVALS)
     args.data = args.data or str(DEFAULT_DATA)
     args.trace = args.trace or str(DEFAULT_TRACE)
     try:

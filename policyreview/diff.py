@@ -1,7 +1,7 @@
 """Which admission decisions a policy change flips, for a pull request.
 
     fleetplane policy diff --base origin/main [--corpus DIR]... [--data FILE]
-                           [--spend FILE] [--trace CSV|none] [--trace-limit N]
+                           [--spend FILE] [--approvals FILE] [--trace CSV|none] [--trace-limit N]
                            [--seed N] [--output report.md] [--fail-on-change]
 
 Evaluates the policies of the base git ref (extracted with `git archive`) and those of the
@@ -17,7 +17,9 @@ assigns them from a seeded random stream (`--seed`, default 2023), so the same t
 configuration always give the same requests; see generate_from_trace for the mapping.
 
 Both sides are evaluated with the same data (`--data`, default the corpus configuration
-policyreview/corpus/config.json; `--spend` for month-to-date spend) and the same clock.
+policyreview/corpus/config.json; `--spend` for month-to-date spend; `--approvals` for
+data.fleetplane.approvals, by default the corpus's own when --data is not given) and the same
+clock.
 
 Exit status: 0 when the report was produced (1 with --fail-on-change when a decision
 changed), 2 when it could not run (bad ref, no opa, unreadable corpus).
@@ -49,6 +51,8 @@ CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 (`tests/policies/cases.py`; a test keeps the two in step) and the configuration they are judged
 with."""
 DEFAULT_DATA = CORPUS_DIR / "config.json"
+DEFAULT_APPROVALS = CORPUS_DIR / "approvals.json"
+"""The corpus's data.fleetplane.approvals: the Rego fixture's approval, expiring in 2100."""
 DEFAULT_CORPUS = CORPUS_DIR / "reviews"
 DEFAULT_TRACE = DEFAULT_TRACE_DIR / DEFAULT_POD_FILE
 POLICY_DIR = "policies"
@@ -375,13 +379,16 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
 
 
-def write_data(directory: Path, config: Json, spend: Json | None) -> None:
+def write_data(
+    directory: Path, config: Json, spend: Json | None, approvals: Json | None = None
+) -> None:
     """OPA loads a data file at the path of its directories."""
-    (directory / "fleetplane" / "config").mkdir(parents=True)
-    (directory / "fleetplane" / "config" / "data.json").write_text(json.dumps(config))
-    if spend is not None:
-        (directory / "fleetplane" / "spend").mkdir(parents=True)
-        (directory / "fleetplane" / "spend" / "data.json").write_text(json.dumps(spend))
+    documents = {"config": config, "spend": spend, "approvals": approvals}
+    for name, document in documents.items():
+        if document is None:
+            continue
+        (directory / "fleetplane" / name).mkdir(parents=True)
+        (directory / "fleetplane" / name / "data.json").write_text(json.dumps(document))
 
 
 # ---------------------------------------------------------------------------- report
@@ -527,12 +534,19 @@ def run(args: argparse.Namespace) -> tuple[str, list[Change]]:
     try:
         config = json.loads(Path(args.data).read_text())
         spend = json.loads(Path(args.spend).read_text()) if args.spend else None
+        approvals_file = getattr(args, "approvals", None)
+        approvals = json.loads(Path(approvals_file).read_text()) if approvals_file else None
     except (OSError, json.JSONDecodeError) as error:
         raise PolicyDiffError(f"cannot read data: {error}") from error
     if isinstance(config, dict) and "fleetplane" in config:
         spend = config["fleetplane"].get("spend", spend)
+        approvals = config["fleetplane"].get("approvals", approvals)
         config = config["fleetplane"].get("config", {})
-    notes = [f"data: `{args.data}`" + (f", spend: `{args.spend}`" if args.spend else "")]
+    notes = [
+        f"data: `{args.data}`"
+        + (f", spend: `{args.spend}`" if args.spend else "")
+        + (f", approvals: `{approvals_file}`" if approvals_file else "")
+    ]
     corpus_dirs = [Path(c) for c in args.corpus] if args.corpus else [DEFAULT_CORPUS]
     requests = load_corpus(corpus_dirs)
     if args.trace != "none":
@@ -564,7 +578,7 @@ def run(args: argparse.Namespace) -> tuple[str, list[Change]]:
             ignore=shutil.ignore_patterns("*_test.rego", ".*"),
         )
         data_dir = workdir / "data"
-        write_data(data_dir, config, spend)
+        write_data(data_dir, config, spend, approvals)
         with ThreadPoolExecutor(max_workers=2) as pool:
             before_job = pool.submit(
                 evaluate, opa, base_dir / POLICY_DIR, data_dir, reviews, now_ns

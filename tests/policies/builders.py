@@ -61,6 +61,10 @@ class Workload:
     # A Volcano Job's spec.queue: by default its namespace's team's queue (the team's name in
     # the fixture configuration), as a well-configured submission names it; "" leaves it out.
     volcano_queue: str | None = None
+    # A CronJob's spec.concurrencyPolicy (None leaves it out: Allow, which the gate refuses).
+    concurrency_policy: str | None = None
+    # Who sends the request (userInfo.username): a user unless told.
+    username: str = "alice@example.com"
 
     # ------------------------------------------------------------ the pod template
 
@@ -198,8 +202,16 @@ class Workload:
         """A batch/v1 Job; job_spec: parallelism, completions, activeDeadlineSeconds..."""
         return replace(self, kind="Job", workload=job_spec)
 
-    def as_cronjob(self, **job_spec: Any) -> Workload:
-        return replace(self, kind="CronJob", workload=job_spec)
+    def as_cronjob(self, concurrency_policy: str | None = None, **job_spec: Any) -> Workload:
+        """A CronJob of Jobs with `job_spec`; runs may overlap unless `concurrency_policy` is
+        Forbid or Replace."""
+        return replace(
+            self, kind="CronJob", workload=job_spec, concurrency_policy=concurrency_policy
+        )
+
+    def by(self, username: str) -> Workload:
+        """The request as `username` sends it (a service account: system:serviceaccount:...)."""
+        return replace(self, username=username)
 
     def as_volcano_job(self, *tasks: tuple[str, int]) -> Workload:
         """A Volcano Job whose tasks (name, replicas) all use this template."""
@@ -243,12 +255,10 @@ class Workload:
             }
         if self.kind == "CronJob":
             job = {**self.workload, "template": _restart_never(template)}
-            return {
-                "apiVersion": "batch/v1",
-                "kind": "CronJob",
-                "metadata": meta,
-                "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": job}},
-            }
+            cron: Json = {"schedule": "0 3 * * *", "jobTemplate": {"spec": job}}
+            if self.concurrency_policy is not None:
+                cron["concurrencyPolicy"] = self.concurrency_policy
+            return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": cron}
         tasks = [
             {"name": name, "replicas": replicas, "template": copy.deepcopy(template)}
             for name, replicas in self.tasks
@@ -279,7 +289,7 @@ class Workload:
             "name": self.name,
             "namespace": self.namespace,
             "operation": self.operation,
-            "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
+            "userInfo": {"username": self.username, "groups": ["system:authenticated"]},
             "object": self.object(),
             "oldObject": self.old_object,
             "dryRun": False,

@@ -16,7 +16,9 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     ("inference deployment", inference().as_deployment(replicas=4), set()),
     ("notebook statefulset", notebook().as_statefulset(), set()),
     ("batch job", batch().as_job(parallelism=4), set()),
-    ("training cronjob", training().as_cronjob(), set()),
+    # issue 19: runs of a CronJob that may overlap hold more than one run's accelerators
+    ("training cronjob", training().as_cronjob(), {"cronjob-concurrency"}),
+    ("training cronjob without overlap", training().as_cronjob("Forbid"), set()),
     ("training volcano job", training().as_volcano_job(("ps", 1), ("worker", 2)), set()),
     ("cpu pod", cpu(), set()),
     # quantities
@@ -51,7 +53,17 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     ("no workload type", training().typed(None), {"workload-type"}),
     ("unknown workload type", training().typed("research"), {"workload-type"}),
     ("accelerators outside a team", training().in_namespace("default"), {"team"}),
-    ("cpu outside a team", cpu().image("ubuntu").privileged().in_namespace("default"), set()),
+    # issue 19: every namespace but the platform's own is judged
+    (
+        "cpu outside a team",
+        cpu().image("ubuntu").privileged().in_namespace("default"),
+        {"image-registry", "privileged"},
+    ),
+    (
+        "cpu in a system namespace",
+        cpu().image("ubuntu").privileged().in_namespace("kube-system"),
+        set(),
+    ),
     # accelerator model
     ("no model selected", training().no_model(), {"accelerator-model"}),
     ("model by affinity", training().model("h100-80gb", "a100-40gb"), set()),

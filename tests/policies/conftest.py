@@ -102,11 +102,27 @@ def fleet_config() -> dict[str, Any]:
     return dict(json.loads((FIXTURES / "config.json").read_text()))
 
 
+def fixture_approvals(now: float | None = None) -> dict[str, Any]:
+    """The approvals of the Rego fixture (data.fleetplane.testing.approvals), against the real
+    clock: APR-2026-001 lets team research hold up to 64 accelerators for 30 more days, in any
+    one workload (unbound)."""
+    start = int(time.time() if now is None else now)
+    return {
+        "APR-2026-001": {
+            "team": "research",
+            "max_accelerators": 64,
+            "expires_at": start + 2592000,
+            "uid": None,
+        }
+    }
+
+
 @pytest.fixture(scope="module")
 def gate(opa_server: Any, fleet_config: dict[str, Any]) -> Gate:
-    """OPA with the fixture configuration and no spend this month (set again per module, since
-    the server is shared with other suites)."""
+    """OPA with the fixture configuration and approvals and no spend this month (set again per
+    module, since the server is shared with other suites)."""
     opa_server.put_data("fleetplane/config", fleet_config)
+    opa_server.put_data("fleetplane/approvals", fixture_approvals())
     opa_server.put_data("fleetplane/spend", {})
     return Gate(opa_server)
 

@@ -28,7 +28,7 @@ KINDS = {
     "deployment": lambda w: w.as_deployment(),
     "statefulset": lambda w: w.as_statefulset(),
     "job": lambda w: w.as_job(),
-    "cronjob": lambda w: w.as_cronjob(),
+    "cronjob": lambda w: w.as_cronjob("Forbid"),
     "volcano job": lambda w: w.as_volcano_job(),
 }
 
@@ -158,10 +158,13 @@ def test_pod_update_only_judges_new_images(gate: Gate) -> None:
     assert gate.review(running.image("nvcr.io/x").updated_from(running)).allowed
 
 
-def test_controller_annotating_a_running_pod_is_allowed(gate: Gate) -> None:
+def test_controller_annotating_a_running_pod_is_allowed(gate: Gate, fleet_config: Any) -> None:
     running = notebook()
     warned = running.annotate("fleetplane.dev/idle-warned-at", "1795000000")
-    assert gate.review(warned.updated_from(running)).allowed
+    controller = fleet_config["platform"]["controller_service_account"]
+    assert gate.review(warned.updated_from(running).by(controller)).allowed
+    # issue 19: the keys the controller acts on are the platform's; a user may not set them
+    assert not gate.review(warned.updated_from(running)).allowed
 
 
 def test_status_updates_and_deletes_are_not_judged(gate: Gate) -> None:

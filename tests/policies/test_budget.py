@@ -46,21 +46,20 @@ def test_a_shorter_deadline_brings_the_estimate_under_the_budget(gate: Gate, spe
     assert gate.review(training().as_job(activeDeadlineSeconds=3600)).allowed
 
 
-def test_budget_exempt_inference_is_admitted_with_a_warning(gate: Gate, spend: Any) -> None:
+def test_budget_exempt_inference_of_a_team_not_listing_it_is_denied(gate: Gate, spend: Any) -> None:
+    """Issue 19: inference is budget_exempt, but team serving does not list it in
+    budget_exempt_types, so its inference stops at the budget like any other type."""
     spend(serving=29_999)
     verdict = gate.review(inference().as_deployment(replicas=2).in_namespace("ml-serving"))
-    assert verdict.allowed
-    assert len(verdict.warnings) == 1
-    assert verdict.warnings[0].endswith(
-        "admitted because inference workloads are exempt from the budget limit"
-    )
+    assert verdict.rules == {"budget"}
 
 
-def test_team_exempt_type_is_admitted_with_a_warning(gate: Gate, spend: Any) -> None:
+def test_team_listing_a_type_that_is_not_budget_exempt_is_denied(gate: Gate, spend: Any) -> None:
+    """Issue 19: analytics lists notebook, but notebook is not budget_exempt (a list the
+    configuration model refuses), so the list exempts nothing."""
     spend(analytics=6_000)
     verdict = gate.review(notebook().in_namespace("analytics"))
-    assert verdict.allowed
-    assert len(verdict.warnings) == 1
+    assert verdict.rules == {"budget"}
 
 
 def test_other_types_of_that_team_are_denied(gate: Gate, spend: Any) -> None:
