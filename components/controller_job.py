@@ -14,6 +14,7 @@ from fleet.render import (
     CONFIG_ENV,
     CONFIG_FILE,
     CONFIG_MOUNT,
+    CONTROLLER_NAME,
     OPA_CA_MOUNT,
     cron_schedule,
     render_opa_data,
@@ -53,8 +54,6 @@ class ControllerJob(pulumi.ComponentResource):
             }
         )
 
-
-CONTROLLER_NAME = "fleetplane-controller"
 
 UNBUILT_IMAGE = "fleetplane.invalid/controller@sha256:" + "0" * 64
 """The image of a CronJob declared suspended without `controller.image` (the local stack without

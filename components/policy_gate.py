@@ -1,5 +1,5 @@
 """The OPA admission gate: OPA over HTTPS in the cluster (or outside it, at `opa.external_url`),
-and a validating webhook scoped to team namespaces."""
+and a validating webhook over every namespace but the platform's own."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import pulumi
 
 from components.kube import Manifest, common_labels, declare_all, meta
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
-from fleet import labels
 from fleet.config import FleetConfig
 from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
 from fleet.project import policies_dir as project_policies
-from fleet.render import OPA_SERVICE_PORT, render_opa_data
+from fleet.render import OPA_SERVICE_PORT, render_approvals, render_opa_data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +36,11 @@ class PolicyGate(pulumi.ComponentResource):
     """OPA (policies and rendered data as ConfigMaps, a generated serving certificate) and
     its ValidatingWebhookConfiguration.
 
-    The webhook fails closed (`failurePolicy: Fail` by default): in a team namespace nothing
-    is admitted unchecked. It only sees namespaces labelled `fleetplane.dev/team`, so the
-    platform's own namespaces (and OPA itself) never wait for OPA. `sideEffects: None` keeps
-    server-side dry runs possible.
+    The webhook fails closed (`failurePolicy: Fail` by default): outside the platform's own
+    namespaces nothing is admitted unchecked, team namespace or not. It does not see the
+    reviewed list of the platform's namespaces (`FleetConfig.system_namespaces`), so those
+    (and OPA itself) never wait for OPA. `sideEffects: None` keeps server-side dry runs
+    possible.
     """
 
     tls: TlsBundle
@@ -132,9 +132,61 @@ def webhook_client_config(config: FleetConfig, ca_bundle: Any) -> dict[str, Any]
     }
 
 
-def webhook_namespace_selector() -> dict[str, Any]:
-    """The webhook sees team namespaces only (those labelled with their team)."""
-    return {"matchExpressions": [{"key": labels.TEAM, "operator": "Exists"}]}
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server sets on every Namespace to its name (immutable by users)."""
+
+
+def webhook_namespace_selector(config: FleetConfig) -> dict[str, Any]:
+    """The webhook sees every namespace but the platform's own (`system_namespaces`): a
+    namespace without a team is judged too, so a workload cannot escape the gate by landing
+    in one."""
+    return {
+        "matchExpressions": [
+            {
+                "key": NAMESPACE_NAME_LABEL,
+                "operator": "NotIn",
+                "values": config.system_namespaces(),
+            }
+        ]
+    }
+
+
+def _rule(group: str, versions: list[str], resources: list[str]) -> dict[str, Any]:
+    return {
+        "apiGroups": [group],
+        "apiVersions": versions,
+        "operations": ["CREATE", "UPDATE"],
+        "resources": resources,
+        "scope": "Namespaced",
+    }
+
+
+def webhook_rules() -> list[dict[str, Any]]:
+    """What the gate judges: every kind carrying pod templates, the scale subresources and
+    autoscalers that change how many pods a template makes, and Volcano's PodGroups (they pick
+    the queue and priority of their pods). matchPolicy Equivalent sends other versions of the
+    same resources too."""
+    return [
+        _rule("", ["v1"], ["pods", "pods/ephemeralcontainers", "pods/resize"]),
+        _rule("", ["v1"], ["replicationcontrollers", "replicationcontrollers/scale"]),
+        _rule(
+            "apps",
+            ["v1"],
+            [
+                "deployments",
+                "statefulsets",
+                "replicasets",
+                "daemonsets",
+                "deployments/scale",
+                "statefulsets/scale",
+                "replicasets/scale",
+            ],
+        ),
+        _rule("batch", ["v1"], ["jobs", "cronjobs"]),
+        _rule("autoscaling", ["v1", "v2"], ["horizontalpodautoscalers"]),
+        _rule("batch.volcano.sh", ["v1alpha1"], ["jobs"]),
+        _rule("scheduling.volcano.sh", ["v1beta1"], ["podgroups"]),
+    ]
 
 
 def policy_gate_manifests(
@@ -149,7 +201,10 @@ def policy_gate_manifests(
     ns = config.system_namespace
     component = "policy-gate"
     selector = {"app.kubernetes.io/name": opa.name}
-    data_json = json.dumps({"fleetplane": {"config": render_opa_data(config)}}, indent=2)
+    data_json = json.dumps(
+        {"fleetplane": {"config": render_opa_data(config), "approvals": render_approvals(config)}},
+        indent=2,
+    )
     policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
     size = sum(len(t.encode()) for t in policy_data.values())
     if size > CONFIGMAP_LIMIT_BYTES:
@@ -334,41 +389,12 @@ def policy_gate_manifests(
                     "admissionReviewVersions": ["v1"],
                     "sideEffects": "None",
                     "timeoutSeconds": opa.webhook_timeout_seconds,
-                    # Fail closed, but only for team namespaces (namespaceSelector): the
-                    # platform's own namespaces never depend on OPA being up.
+                    # Fail closed everywhere but the platform's own namespaces
+                    # (namespaceSelector), which never depend on OPA being up.
                     "failurePolicy": opa.failure_policy,
                     "matchPolicy": "Equivalent",
-                    "namespaceSelector": webhook_namespace_selector(),
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["pods"],
-                            "scope": "Namespaced",
-                        },
-                        {
-                            "apiGroups": ["batch"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["jobs", "cronjobs"],
-                            "scope": "Namespaced",
-                        },
-                        {
-                            "apiGroups": ["apps"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["deployments", "statefulsets"],
-                            "scope": "Namespaced",
-                        },
-                        {
-                            "apiGroups": ["batch.volcano.sh"],
-                            "apiVersions": ["v1alpha1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["jobs"],
-                            "scope": "Namespaced",
-                        },
-                    ],
+                    "namespaceSelector": webhook_namespace_selector(config),
+                    "rules": webhook_rules(),
                     "clientConfig": webhook_client_config(config, _b64(tls.ca_pem)),
                 }
             ],

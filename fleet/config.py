@@ -19,6 +19,7 @@ import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -150,6 +151,10 @@ class WorkloadTypeConfig(_Model):
     """Idle reclaim rule; None never reclaims for idleness. Default None."""
     max_idle_timeout_seconds: int | None = Field(default=None, gt=0)
     """Longest idle timeout a workload may declare; None when not applicable. Default None."""
+    pod_security: Literal["baseline", "restricted"] = "baseline"
+    """Pod Security Standard the gate holds this type's pods to (baseline for every pod;
+    restricted adds non-root, no privilege escalation, a seccomp profile, dropped
+    capabilities). Default baseline."""
 
 
 BUILTIN_WORKLOAD_TYPES: dict[str, dict[str, Any]] = {
@@ -434,12 +439,33 @@ class TeamConfig(_Model):
 
 
 class ApprovalConfig(_Model):
-    """Large requests need an approval id."""
+    """Large requests need an approval (see `FleetConfig.approvals`)."""
 
     threshold_accelerators: int = Field(default=32, ge=1)
     """Requests above this many accelerators need `fleetplane.dev/approval-id`. Default 32."""
-    approved_ids: list[str] = Field(default_factory=list)
-    """Approval ids currently valid. Default none."""
+
+
+class ApprovalGrant(_Model):
+    """An approval the platform admins granted: a workload of `team` carrying `id` in
+    `fleetplane.dev/approval-id` may hold up to `max_accelerators` until `expires_at`. It is
+    bound to the first workload that uses it (the controller records that workload's uid)."""
+
+    id: Annotated[str, Field(min_length=1)]
+    """Approval id, e.g. APR-2026-001 (required)."""
+    team: Name
+    """Team the approval is for (required)."""
+    max_accelerators: int = Field(ge=1)
+    """Most accelerators the approved workload may hold (required)."""
+    expires_at: datetime
+    """When the approval lapses: an ISO 8601 time (UTC unless it says otherwise) or epoch
+    seconds (required)."""
+
+    @property
+    def expires_at_epoch(self) -> int:
+        moment = self.expires_at
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp())
 
 
 class BudgetConfig(_Model):
@@ -579,9 +605,9 @@ class OpaConfig(_Model):
     """Path the webhook posts AdmissionReviews to; `/` is OPA's default decision
     (`data.system.main`). Default /."""
     failure_policy: Literal["Fail", "Ignore"] = "Fail"
-    """What the API server does when OPA does not answer. Fail: a team namespace admits nothing
-    unchecked; other namespaces are outside the webhook's scope, so the cluster itself keeps
-    working. Default Fail."""
+    """What the API server does when OPA does not answer. Fail: no namespace but the platform's
+    own (`system_namespaces`, outside the webhook's scope, so the cluster itself keeps
+    working) admits anything unchecked. Default Fail."""
     webhook_timeout_seconds: int = Field(default=5, ge=1, le=30)
     """Webhook timeout. Default 5."""
     cert_validity_days: int = Field(default=825, ge=1)
@@ -718,6 +744,12 @@ class FleetConfig(_Model):
     """Workload types; the four built-in ones are always present. Default `BUILTIN_WORKLOAD_TYPES`."""
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     """Default see `ApprovalConfig`."""
+    approvals: list[ApprovalGrant] = Field(default_factory=list)
+    """Approvals granted, rendered as `data.fleetplane.approvals`. Default none."""
+    admin_groups: list[str] = Field(default_factory=lambda: ["fleetplane-admins"])
+    """Identity-provider groups of the platform admins: the gate lets them set the keys only
+    the platform writes (the controller's labels and annotations, Volcano PodGroups). Default
+    fleetplane-admins."""
     registries: list[str] = Field(default_factory=lambda: ["nvcr.io/"])
     """Image prefixes team workloads may pull from. Default nvcr.io/."""
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
@@ -802,6 +834,20 @@ class FleetConfig(_Model):
             return None
         return self.gpu_operator.driver_version
 
+    def system_namespaces(self) -> list[str]:
+        """The platform's own namespaces: no team may use them and the gate judges nothing
+        there (every other namespace, team or not, is judged)."""
+        names = [
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            self.system_namespace,
+            self.gpu_operator.namespace,
+            self.volcano.namespace,
+            self.observability.namespace,
+        ]
+        return list(dict.fromkeys(names))
+
     def priority_classes(self) -> list[PriorityClassConfig]:
         return [pc for wt in self.workload_types.values() for pc in wt.priority_classes]
 
@@ -881,6 +927,7 @@ def check_fleet(config: FleetConfig) -> list[Problem]:
     _check_clusters(config, add)
     _check_workload_types(config, add)
     _check_teams(config, add)
+    _check_approvals(config, add)
     _check_settings(config, add)
     return problems
 
@@ -915,15 +962,7 @@ def _check_duplicates(config: FleetConfig, add: Any) -> None:
                 )
             else:
                 owners[ns] = team.name
-    reserved = {
-        "default",
-        "kube-system",
-        "kube-public",
-        "kube-node-lease",
-        config.system_namespace,
-        config.gpu_operator.namespace,
-        config.volcano.namespace,
-    }
+    reserved = {"default", *config.system_namespaces()}
     for team in config.teams:
         for ns in team.effective_namespaces:
             if ns in reserved:
@@ -1211,6 +1250,21 @@ def _check_teams(config: FleetConfig, add: Any) -> None:
                 f"teams[*].guaranteed[{resource}]",
                 f"guarantees add up to {amount}, more than the {total.get(resource, 0)} "
                 f"{resource} in the fleet",
+            )
+
+
+def _check_approvals(config: FleetConfig, add: Any) -> None:
+    teams = {team.name for team in config.teams}
+    for name in _duplicates(grant.id for grant in config.approvals):
+        add("approvals", f"approval id {name!r} is granted more than once")
+    for grant in config.approvals:
+        if grant.team not in teams:
+            add(f"approvals[{grant.id}].team", f"unknown team {grant.team!r}")
+        if grant.max_accelerators <= config.approval.threshold_accelerators:
+            add(
+                f"approvals[{grant.id}].max_accelerators",
+                f"{grant.max_accelerators} needs no approval (approval.threshold_accelerators "
+                f"is {config.approval.threshold_accelerators})",
             )
 
 

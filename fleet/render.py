@@ -26,6 +26,22 @@ OPA_SERVICE_PORT = 443
 """Port of the in-cluster OPA Service (HTTPS)."""
 CONFIG_ENV = "FLEETPLANE_CONFIG"
 """Environment variable naming the rendered document inside the controller container."""
+CONTROLLER_NAME = "fleetplane-controller"
+"""The controller's ServiceAccount (and CronJob) in the system namespace."""
+KUBE_WORKLOAD_CONTROLLERS = (
+    "replicaset-controller",
+    "deployment-controller",
+    "job-controller",
+    "cronjob-controller",
+    "statefulset-controller",
+    "daemon-set-controller",
+    "replication-controller",
+)
+"""kube-controller-manager's controllers that create pods and objects from judged templates
+(their service accounts in kube-system, with --use-service-account-credentials)."""
+VOLCANO_CONTROLLERS = "volcano-controllers"
+"""Volcano's controller manager's ServiceAccount in Volcano's namespace (it makes a PodGroup
+from each Volcano Job and plain pod the gate judged)."""
 
 
 def render_opa_data(config: FleetConfig) -> dict[str, Any]:
@@ -48,6 +64,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
                 "min_runtime_seconds": wt.min_runtime_seconds,
                 "idle": wt.idle.model_dump() if wt.idle else None,
                 "max_idle_timeout_seconds": wt.max_idle_timeout_seconds,
+                "pod_security": wt.pod_security,
             }
             for name, wt in config.workload_types.items()
         },
@@ -59,7 +76,41 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "upgrade": config.upgrade.model_dump(),
         "health": config.health.model_dump(),
         "gpu_operator": {"namespace": config.gpu_operator.namespace},
+        "system_namespaces": config.system_namespaces(),
+        "platform": render_platform(config),
         "controller": render_controller(config),
+    }
+
+
+def render_platform(config: FleetConfig) -> dict[str, Any]:
+    """Who the gate trusts to write the keys only the platform writes (`config.platform`)."""
+    return {
+        "controller_service_account": service_account(config.system_namespace, CONTROLLER_NAME),
+        "workload_controllers": [
+            *(service_account("kube-system", name) for name in KUBE_WORKLOAD_CONTROLLERS),
+            "system:kube-controller-manager",
+            service_account(config.volcano.namespace, VOLCANO_CONTROLLERS),
+        ],
+        "admin_groups": list(config.admin_groups),
+    }
+
+
+def service_account(namespace: str, name: str) -> str:
+    """The username a ServiceAccount's requests carry."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def render_approvals(config: FleetConfig) -> dict[str, Any]:
+    """The document OPA serves as `data.fleetplane.approvals`: each granted approval, unbound
+    (the controller binds it to the first workload that uses it, `uid`)."""
+    return {
+        grant.id: {
+            "team": grant.team,
+            "max_accelerators": grant.max_accelerators,
+            "expires_at": grant.expires_at_epoch,
+            "uid": None,
+        }
+        for grant in config.approvals
     }
 
 

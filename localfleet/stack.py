@@ -528,8 +528,7 @@ class LocalStack:
 
     def controller_config(self) -> Path:
         """The rendered configuration the CronJob mounts, read from its ConfigMap."""
-        from components.controller_job import CONTROLLER_NAME
-        from fleet.render import CONFIG_FILE
+        from fleet.render import CONFIG_FILE, CONTROLLER_NAME
 
         fleet = self.fleet()
         configmap = self.cluster.get_json(

@@ -1,5 +1,5 @@
 """PolicyGate: OPA over HTTPS with policies and data from the configuration, and a webhook
-that fails closed for team namespaces only."""
+that fails closed in every namespace but the platform's own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from components.policy_gate import PolicyGate, PolicyGateArgs
 from fleet.config import FleetConfig
-from fleet.render import render_opa_data
+from fleet.render import render_approvals, render_opa_data
 from tests.components.component_testkit import FAKE_TLS, Declare
 
 
@@ -37,9 +37,17 @@ def test_policy_gate(
     assert webhook["sideEffects"] == "None"
     assert webhook["admissionReviewVersions"] == ["v1"]
     assert webhook["timeoutSeconds"] == 5
+    assert webhook["matchPolicy"] == "Equivalent"
     assert webhook["namespaceSelector"] == {
-        "matchExpressions": [{"key": "fleetplane.dev/team", "operator": "Exists"}]
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": fleet.system_namespaces(),
+            }
+        ]
     }
+    assert "default" not in fleet.system_namespaces()
     assert webhook["clientConfig"]["service"] == {
         "name": "fleetplane-opa",
         "namespace": "fleetplane-system",
@@ -47,8 +55,29 @@ def test_policy_gate(
         "port": 443,
     }
     assert base64.b64decode(webhook["clientConfig"]["caBundle"]).decode() == FAKE_TLS["ca_pem"]
-    resources = {(tuple(r["apiGroups"]), tuple(r["resources"])) for r in webhook["rules"]}
-    assert ((""), ("pods",)) in {(g[0], r) for g, r in resources}
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in webhook["rules"])
+    judged = {
+        (g, r) for rule in webhook["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert judged == {
+        ("", "pods"),
+        ("", "pods/ephemeralcontainers"),
+        ("", "pods/resize"),
+        ("", "replicationcontrollers"),
+        ("", "replicationcontrollers/scale"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "replicasets"),
+        ("apps", "daemonsets"),
+        ("apps", "deployments/scale"),
+        ("apps", "statefulsets/scale"),
+        ("apps", "replicasets/scale"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("batch.volcano.sh", "jobs"),
+        ("scheduling.volcano.sh", "podgroups"),
+    }
 
     configmaps = {c["metadata"]["name"]: c["data"] for c in declared.kind("ConfigMap")}
     assert configmaps["fleetplane-opa-policies"] == {
@@ -56,7 +85,13 @@ def test_policy_gate(
         "system__main.rego": "package system\n",
     }  # tests are not shipped
     data = json.loads(configmaps["fleetplane-opa-data"]["config.json"])
-    assert data == {"fleetplane": {"config": json.loads(json.dumps(render_opa_data(fleet)))}}
+    assert data == {
+        "fleetplane": {
+            "config": json.loads(json.dumps(render_opa_data(fleet))),
+            "approvals": render_approvals(fleet),
+        }
+    }
+    assert set(data["fleetplane"]["approvals"]) == {"APR-2026-001", "APR-2026-007"}
     assert configmaps["fleetplane-opa-ca"] == {"ca.crt": FAKE_TLS["ca_pem"]}
 
     (secret,) = declared.kind("Secret")

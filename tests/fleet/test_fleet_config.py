@@ -18,7 +18,7 @@ from fleet.config import (
     load_stack_config,
     parse_fleet,
 )
-from fleet.render import render_opa_data
+from fleet.render import render_approvals, render_opa_data
 from tests.commands import fleetplane
 from tests.components.component_testkit import REPO_ROOT, minimal_raw_fleet
 
@@ -45,6 +45,45 @@ def test_minimal_fleet_is_valid() -> None:
     fleet = parse_fleet(minimal_raw_fleet())
     assert [p.name for p in fleet.pools] == ["h100", "h100-spot", "tpu"]
     assert fleet.pools[2].hosts_per_slice == 2
+
+
+APPROVAL = {"id": "APR-1", "team": "research", "max_accelerators": 64, "expires_at": 1830297599}
+
+
+def test_approvals_render_as_their_own_document() -> None:
+    raw = copy.deepcopy(minimal_raw_fleet())
+    raw["approvals"] = [
+        APPROVAL,
+        {**APPROVAL, "id": "APR-2", "expires_at": "2027-12-31T23:59:59Z"},
+        {**APPROVAL, "id": "APR-3", "expires_at": "2027-12-31T23:59:59"},  # UTC when unsaid
+    ]
+    fleet = parse_fleet(raw)
+    expected = {"team": "research", "max_accelerators": 64, "expires_at": 1830297599, "uid": None}
+    assert render_approvals(fleet) == {"APR-1": expected, "APR-2": expected, "APR-3": expected}
+    assert "approved_ids" not in render_opa_data(fleet)["approval"]
+
+
+def test_platform_and_system_namespaces_follow_the_configuration() -> None:
+    raw = copy.deepcopy(minimal_raw_fleet())
+    raw.update(system_namespace="platform", admin_groups=["ops@acme.example"])
+    raw["volcano"] = {**raw.get("volcano", {}), "namespace": "volcano"}
+    data = render_opa_data(parse_fleet(raw))
+    assert data["system_namespaces"] == [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "platform",
+        "gpu-operator",
+        "volcano",
+        "monitoring",
+    ]
+    platform = data["platform"]
+    assert platform["controller_service_account"] == (
+        "system:serviceaccount:platform:fleetplane-controller"
+    )
+    assert "system:serviceaccount:volcano:volcano-controllers" in platform["workload_controllers"]
+    assert platform["admin_groups"] == ["ops@acme.example"]
+    assert {wt["pod_security"] for wt in data["workload_types"].values()} == {"baseline"}
 
 
 # (id, edit, expected "path: reason" fragment)
@@ -229,6 +268,36 @@ BAD_INPUTS: list[tuple[str, Edit, str]] = [
         "OPA image missing with deploy",
         lambda r: r["opa"].pop("image"),
         "opa.image: required with deploy: true",
+    ),
+    (
+        "approval for an unknown team",
+        lambda r: r.update(approvals=[{**APPROVAL, "team": "nobody"}]),
+        "approvals[APR-1].team: unknown team 'nobody'",
+    ),
+    (
+        "approval below the threshold",
+        lambda r: r.update(approvals=[{**APPROVAL, "max_accelerators": 8}]),
+        "approvals[APR-1].max_accelerators: 8 needs no approval",
+    ),
+    (
+        "approval granted twice",
+        lambda r: r.update(approvals=[APPROVAL, APPROVAL]),
+        "approvals: approval id 'APR-1' is granted more than once",
+    ),
+    (
+        "approved ids are no longer a list",
+        lambda r: r.update(approval={"approved_ids": ["APR-1"]}),
+        "approval.approved_ids",
+    ),
+    (
+        "unknown pod security level",
+        lambda r: r.update(workload_types={"training": {"pod_security": "privileged"}}),
+        "workload_types.training.pod_security",
+    ),
+    (
+        "a team in a monitoring namespace",
+        lambda r: team(r, "research").update(namespaces=["monitoring"]),
+        "namespace 'monitoring' is reserved for the platform",
     ),
 ]
 

@@ -8,7 +8,7 @@ import pytest
 
 from fleet import labels
 from fleet.config import FleetConfig
-from fleet.render import cron_schedule, render_opa_data
+from fleet.render import cron_schedule, render_approvals, render_opa_data
 
 TOP_LEVEL = {
     "namespaces",
@@ -23,6 +23,8 @@ TOP_LEVEL = {
     "upgrade",
     "health",
     "gpu_operator",
+    "system_namespaces",
+    "platform",
     "controller",
 }
 TEAM_KEYS = {
@@ -46,6 +48,7 @@ WORKLOAD_TYPE_KEYS = {
     "min_runtime_seconds",
     "idle",
     "max_idle_timeout_seconds",
+    "pod_security",
 }
 IDLE_KEYS = {"util_threshold_percent", "window_seconds", "grace_seconds"}
 POOL_KEYS = {"model", "capacity_type", "max_unavailable", "driver_version"}
@@ -85,7 +88,22 @@ def test_rendered_document_has_the_contract_shape(
         assert wt["capacity"] in ("any", "spot", "on-demand")
         assert wt["priority_classes"], name
         assert wt["idle"] is None or set(wt["idle"]) == IDLE_KEYS
-    assert set(data["approval"]) == {"threshold_accelerators", "approved_ids"}
+        assert wt["pod_security"] in ("baseline", "restricted")
+    assert set(data["approval"]) == {"threshold_accelerators"}
+    assert "default" not in data["system_namespaces"]
+    assert {"kube-system", fleet.system_namespace, "monitoring"} <= set(data["system_namespaces"])
+    assert not set(data["system_namespaces"]) & set(data["namespaces"])
+    assert set(data["platform"]) == {
+        "controller_service_account",
+        "workload_controllers",
+        "admin_groups",
+    }
+    assert data["platform"]["controller_service_account"] == (
+        f"system:serviceaccount:{fleet.system_namespace}:fleetplane-controller"
+    )
+    for grant in render_approvals(fleet).values():
+        assert set(grant) == {"team", "max_accelerators", "expires_at", "uid"}
+        assert grant["team"] in data["teams"] and grant["uid"] is None
     assert all(r.endswith("/") for r in data["registries"])
     assert set(data["budget"]) == {"warn_ratio", "deny_ratio"}
     for name, pool in data["pools"].items():
