@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLEETPLANE := $(VENV)/bin/fleetplane
 
-.PHONY: help up down status venv tools lint test test-fast policy-check clean
+.PHONY: help up down status venv tools lint test test-fast policy-check image clean
 
 help:
 	@echo "make up         the main job: local GPU/TPU fleet, real pulumi up of the local stack,"
@@ -15,6 +15,7 @@ help:
 	@echo "make test       lint, policy checks and the whole test suite against real parts"
 	@echo "make test-fast  the tests that need no server (no integration or e2e marker)"
 	@echo "make tools      obtain the pinned upstream tools into tools/bin"
+	@echo "make image      build the controller's and OPA's OCI images (.fleet/images; root, mmdebstrap)"
 	@echo "make venv       create .venv with fleetplane (editable) and its development extras"
 
 venv: $(VENV)/.installed
@@ -42,6 +43,9 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet tools stacks bench)
 	$(VENV)/bin/lint-imports
+
+image: venv tools
+	$(FLEETPLANE) image build
 
 policy-check: venv tools
 	$(FLEETPLANE) policy test

@@ -56,6 +56,11 @@ class ControllerJob(pulumi.ComponentResource):
 
 CONTROLLER_NAME = "fleetplane-controller"
 
+UNBUILT_IMAGE = "fleetplane.invalid/controller@sha256:" + "0" * 64
+"""The image of a CronJob declared suspended without `controller.image` (the local stack without
+a real node, where the controller runs on the host): the API server requires an image, and
+this one can never be pulled (`.invalid` is a reserved domain), so nothing runs by mistake."""
+
 
 def controller_cluster_rules() -> list[dict[str, Any]]:
     """Everything the controller does cluster-wide, and nothing more (no Secrets, no `*`)."""
@@ -265,7 +270,7 @@ def _controller_cronjob(
                             "containers": [
                                 {
                                     "name": "controller",
-                                    "image": settings.image,
+                                    "image": settings.image or UNBUILT_IMAGE,
                                     "command": ["fleetplane", "controller", *command],
                                     "env": [
                                         {

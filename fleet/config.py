@@ -53,6 +53,23 @@ Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 ClockTime = Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")]
 Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")]
 
+IMAGE_BY_DIGEST = re.compile(
+    r"^(?P<repository>[a-z0-9][a-z0-9._:/-]*?)(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$"
+)
+
+
+def _image_by_digest(value: Any) -> str:
+    if not isinstance(value, str) or not IMAGE_BY_DIGEST.match(value):
+        raise ValueError(
+            f"{value!r} does not name an image by digest: write REPOSITORY@sha256:<64 hex> "
+            "(a tag can be moved to other contents; `fleetplane image build` prints the digest)"
+        )
+    return value
+
+
+ImageByDigest = Annotated[str, PlainValidator(_image_by_digest)]
+"""`REPOSITORY[:TAG]@sha256:DIGEST`: what runs is decided by the digest, never by a tag alone."""
+
 
 def _max_unavailable(value: Any) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -512,8 +529,9 @@ class OpaConfig(_Model):
     deploy: bool = True
     """Run OPA in the cluster with a validating webhook; false when OPA runs elsewhere (the
     local stack runs it on loopback). Default true."""
-    image: str = "openpolicyagent/opa:1.22.2-static"
-    """Pinned OPA image. Default openpolicyagent/opa:1.22.2-static."""
+    image: ImageByDigest | None = None
+    """OPA's image by digest (`REPOSITORY@sha256:...`; `fleetplane image build` builds it from
+    the pinned OPA and prints the digest). Required with `deploy: true`. Default None."""
     name: Name = "fleetplane-opa"
     """Name of the Deployment, Service and webhook. Default fleetplane-opa."""
     replicas: int = Field(default=2, ge=1)
@@ -567,8 +585,9 @@ class ControllerConfig(_Model):
     suspend: bool = False
     """Declare the CronJob suspended, so nothing in the cluster runs it (the local stack runs
     the controller on the host; its ServiceAccount and RBAC still exist). Default false."""
-    image: str = "registry.fleetplane.internal/fleetplane/controller:0.1.0"
-    """Controller image. Default registry.fleetplane.internal/fleetplane/controller:0.1.0."""
+    image: ImageByDigest | None = None
+    """The controller's image by digest (`REPOSITORY@sha256:...`, as `fleetplane image build`
+    prints it). Required unless the CronJob is suspended or not declared. Default None."""
     period_seconds: int = Field(default=300, ge=60, le=3600)
     """Time between reconciles; a whole number of minutes dividing an hour. Default 300."""
     preemption_pending_seconds: int = Field(default=600, ge=0)
@@ -1101,6 +1120,19 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
         )
     if not config.opa.deploy and config.controller.opa_url is None:
         add("controller.opa_url", "required when opa.deploy is false (OPA runs elsewhere)")
+    if config.opa.deploy and config.opa.image is None:
+        add(
+            "opa.image",
+            "required with deploy: true: OPA's image by digest (REPOSITORY@sha256:...), as "
+            "`fleetplane image build` prints it",
+        )
+    controller = config.controller
+    if controller.deploy and not controller.suspend and controller.image is None:
+        add(
+            "controller.image",
+            "required for a CronJob that runs: the controller's image by digest "
+            "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
+        )
     if config.opa.deploy and config.opa.external_url is not None:
         add("opa.external_url", "only with deploy: false (OPA runs outside the cluster)")
     for i, window in enumerate(config.upgrade.maintenance_windows):

@@ -50,6 +50,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         },
         "approval": config.approval.model_dump(),
         "registries": list(config.registries),
+        "platform_repositories": platform_repositories(config),
         "budget": config.budget.model_dump(),
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
         "upgrade": config.upgrade.model_dump(),
@@ -131,6 +132,19 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "namespace": config.system_namespace,
         "image": settings.image,
     }
+
+
+def platform_repositories(config: FleetConfig) -> list[str]:
+    """The repositories of the platform's own images (the controller's and OPA's), which the
+    gate admits only by digest (policies/fleetplane/admission/platform_images.rego)."""
+    from fleet.config import IMAGE_BY_DIGEST
+
+    found = set()
+    for image in (config.controller.image, config.opa.image):
+        match = IMAGE_BY_DIGEST.match(image or "")
+        if match:
+            found.add(match.group("repository"))
+    return sorted(found)
 
 
 def cron_schedule(period_seconds: int) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from controller import cli as controller_cli
 from controller.health import cli as health_cli
 from fleet import cli as fleet_cli
+from images import cli as images_cli
 from localfleet import cli as localfleet_cli
 from policyreview import cli as policyreview_cli
 from replay import cli as replay_cli
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     policyreview_cli.add_parser(commands)
     replay_cli.add_parser(commands)
     controller_cli.add_parser(commands)
+    images_cli.add_parser(commands)
     health_cli.add_parser(commands)
     return parser
 

@@ -98,10 +98,17 @@ class Declared:
         return [o for o in self.kubernetes_objects() if o.get("kind") == kind]
 
 
+CONTROLLER_IMAGE = "us-docker.pkg.dev/acme/fleetplane/controller@sha256:" + "c" * 64
+OPA_IMAGE = "us-docker.pkg.dev/acme/fleetplane/opa@sha256:" + "0" * 64
+
+
 def minimal_raw_fleet() -> dict[str, Any]:
     """A small valid GKE fleet: on-demand and spot H100 pools, a TPU v5e pool (one 2x4 slice
-    of ct5lp-hightpu-4t: 2 hosts), a research team and a serving team."""
+    of ct5lp-hightpu-4t: 2 hosts), a research team and a serving team; the platform's images
+    by digest."""
     return {
+        "opa": {"image": OPA_IMAGE},
+        "controller": {"image": CONTROLLER_IMAGE},
         "clusters": [
             {
                 "name": "gke",

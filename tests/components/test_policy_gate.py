@@ -68,7 +68,8 @@ def test_policy_gate(
     assert spec["replicas"] == 3
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == "openpolicyagent/opa:1.22.2-static"
+    assert container["image"] == fleet.opa.image
+    assert "@sha256:" in container["image"]
     assert "--tls-cert-file=/certs/tls.crt" in container["args"]
     assert "--addr=0.0.0.0:8443" in container["args"]
     # data kept as AST values: evaluation does not convert the configuration on every lookup
@@ -93,7 +94,7 @@ def test_policy_gate(
 def test_failure_policy_follows_the_configuration(
     declare: Declare, fleet_from, tmp_path: Path
 ) -> None:
-    fleet = fleet_from(lambda raw: raw.update(opa={"failure_policy": "Ignore", "replicas": 1}))
+    fleet = fleet_from(lambda raw: raw["opa"].update(failure_policy="Ignore", replicas=1))
     declared = declare(
         lambda: PolicyGate("x-opa", PolicyGateArgs(fleet=fleet, policies_dir=tmp_path))
     )

@@ -213,6 +213,23 @@ BAD_INPUTS: list[tuple[str, Edit, str]] = [
         lambda r: r.update(workload_types={"training": {"capacity": "sometimes"}}),
         "workload_types.training.capacity: Input should be 'any', 'spot' or 'on-demand'",
     ),
+    (
+        "controller image by tag",
+        lambda r: r["controller"].update(
+            image="us-docker.pkg.dev/acme/fleetplane/controller:0.1.0"
+        ),
+        "controller.image: 'us-docker.pkg.dev/acme/fleetplane/controller:0.1.0' does not name an image by digest",
+    ),
+    (
+        "controller image missing for a CronJob that runs",
+        lambda r: r["controller"].pop("image"),
+        "controller.image: required for a CronJob that runs",
+    ),
+    (
+        "OPA image missing with deploy",
+        lambda r: r["opa"].pop("image"),
+        "opa.image: required with deploy: true",
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ TOP_LEVEL = {
     "workload_types",
     "approval",
     "registries",
+    "platform_repositories",
     "budget",
     "pools",
     "upgrade",
@@ -139,7 +140,7 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "dry_run": False,
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",
-        "image": "registry.fleetplane.internal/fleetplane/controller:0.1.0",
+        "image": None,
     }
     prod = render_opa_data(stack_fleets["prod"])["controller"]
     assert prod["opa_url"] == "https://fleetplane-opa.fleetplane-system.svc:443"

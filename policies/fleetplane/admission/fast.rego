@@ -184,6 +184,7 @@ fast_image_denials(namespaces, ns, where, spec, containers, volumes) := [] if {
 	not spec.hostIPC
 	not fast_mounts_host_path(volumes)
 	not fast_privileged(containers)
+	not fast_platform_image_by_tag(containers)
 	registries := data.fleetplane.config.registries
 	is_array(registries)
 

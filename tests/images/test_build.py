@@ -1,0 +1,150 @@
+"""The controller's and OPA's images, built for real (mmdebstrap's root filesystem, pip from the
+lock file, the checkout's wheel): reproducible, non-root, no shell, the lock file's dependencies
+and nothing else, pushed to a registry under the same digest."""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from images import build, oci, push, rootfs, sbom
+from images.cli import find_opa
+from localfleet.registry import Registry
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def base() -> rootfs.Rootfs:
+    return rootfs.obtain()
+
+
+@pytest.fixture(scope="module")
+def controller(base: rootfs.Rootfs, tmp_path_factory: pytest.TempPathFactory) -> build.Built:
+    return build.build_controller(
+        tmp_path_factory.mktemp("first") / "controller", rootfs_tar=base.tar, log=lambda m: None
+    )
+
+
+@pytest.fixture(scope="module")
+def opa(base: rootfs.Rootfs, tmp_path_factory: pytest.TempPathFactory) -> build.Built:
+    return build.build_opa(
+        tmp_path_factory.mktemp("opa") / "opa",
+        opa_binary=find_opa(),
+        rootfs_tar=base.tar,
+        version="test",
+    )
+
+
+def _files(image: oci.Image) -> dict[str, tarfile.TarInfo]:
+    found: dict[str, tarfile.TarInfo] = {}
+    for layer in image.layers:
+        blob = image.layout / "blobs" / "sha256" / layer.blob.digest.split(":")[1]
+        with tarfile.open(blob) as tar:
+            for member in tar.getmembers():
+                found[member.name] = member
+    return found
+
+
+def _config(image: oci.Image) -> dict:
+    return json.loads(oci.read_blob(image.layout, image.config.digest))
+
+
+def test_rebuilding_from_the_same_inputs_gives_the_same_digest(
+    controller: build.Built, base: rootfs.Rootfs, tmp_path: Path
+) -> None:
+    again = build.build_controller(tmp_path / "controller", rootfs_tar=base.tar, log=lambda m: None)
+    assert again.image.digest == controller.image.digest
+    assert [lay.blob.digest for lay in again.image.layers] == [
+        lay.blob.digest for lay in controller.image.layers
+    ]
+
+
+def test_controller_runs_as_nonroot_with_no_shell_and_no_package_manager(
+    controller: build.Built,
+) -> None:
+    config = _config(controller.image)["config"]
+    assert config["User"] == "65532:65532"
+    assert config["Entrypoint"] == ["/usr/local/bin/fleetplane"]
+    files = _files(controller.image)
+    assert "usr/local/bin/fleetplane" in files
+    programs = {n for n in files if n.startswith(("usr/bin/", "usr/sbin/"))}
+    assert programs == {"usr/bin/python3.11"}
+    for absent in ("bin/sh", "usr/bin/sh", "usr/bin/bash", "usr/bin/dash", "usr/bin/apt"):
+        assert absent not in files, absent
+    assert not any(name.startswith("var/lib/apt/") for name in files)
+    assert "nonroot:x:65532:65532" in _read(controller.image, "etc/passwd")
+    # compiled ahead for a read-only root filesystem: fleetplane's modules have their .pyc
+    assert any(
+        re.match(r"usr/local/lib/python3.11/dist-packages/controller/__pycache__/reconcile", n)
+        for n in files
+    )
+
+
+def _read(image: oci.Image, path: str) -> str:
+    text = ""
+    for layer in image.layers:
+        blob = image.layout / "blobs" / "sha256" / layer.blob.digest.split(":")[1]
+        with tarfile.open(blob) as tar:
+            try:
+                handle = tar.extractfile(path)
+            except KeyError:
+                continue
+            if handle is not None:
+                text = handle.read().decode()
+    return text
+
+
+def test_python_dependencies_are_exactly_the_lock_files(controller: build.Built) -> None:
+    assert controller.sbom is not None
+    bom = json.loads(controller.sbom.read_text())
+    installed = sbom.python_packages(bom)
+    locked = {
+        sbom.normalise(name): version
+        for name, version in re.findall(
+            r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", build.LOCK.read_text(), re.M
+        )
+    }
+    # fleetplane itself is the SBOM's subject (metadata.component), not one of its components
+    assert bom["metadata"]["component"]["name"] == "fleetplane"
+    assert installed == locked
+    assert "kubernetes" not in installed and "pulumi" not in installed
+    debian = {c["name"] for c in bom["components"] if c["purl"].startswith("pkg:deb/")}
+    assert {"libc6", "python3.11-minimal", "libstdc++6"} <= debian
+    assert bom["bomFormat"] == "CycloneDX"
+
+
+def test_opa_image_is_the_binary_and_the_c_library_it_links(opa: build.Built) -> None:
+    files = _files(opa.image)
+    assert _config(opa.image)["config"]["User"] == "1000:1000"
+    assert "opa" in files
+    assert set(files) <= {
+        "opa",
+        "etc/passwd",
+        "etc/group",
+        "lib64/ld-linux-x86-64.so.2",
+        "lib/x86_64-linux-gnu/libc.so.6",
+        "etc",
+        "lib",
+        "lib64",
+        "lib/x86_64-linux-gnu",
+    }
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    with Registry(work_dir=tmp_path / "registry") as running:
+        yield running
+
+
+def test_push_keeps_the_digest(opa: build.Built, registry: Registry) -> None:
+    reference = push.push(opa.image.layout, registry.address, "fleetplane/opa", tag="test")
+    assert reference == f"{registry.address}/fleetplane/opa@{opa.image.digest}"
+    assert push.manifest_digest(registry.address, "fleetplane/opa", "test") == opa.image.digest
+    # a second push sends no blob again and changes nothing
+    assert push.push(opa.image.layout, registry.address, "fleetplane/opa") == reference
