@@ -263,12 +263,14 @@ class PrometheusServer:
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
+    host: str = "127.0.0.1"
+    """Where it listens: loopback, or the real node's host address, which its pods reach."""
     _process: _Process | None = field(default=None, init=False)
     _temp: bool = field(default=False, init=False)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, samples: Iterable[Sample] = (), *, timeout: float = 60.0) -> PrometheusServer:
         binaries = _require(self.bin_dir, ("prometheus", "promtool"))
@@ -303,11 +305,11 @@ class PrometheusServer:
                 str(binaries["prometheus"]),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.listen-address={self.host}:{port}",
                 "--storage.tsdb.retention.time=400d",
                 "--log.level=warn",
             ],
-            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            lambda port: f"http://{self.host}:{port}/-/ready",
             self.port,
             timeout,
             cwd=self.work_dir,
