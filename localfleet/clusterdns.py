@@ -21,6 +21,7 @@ import struct
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 DOMAIN = "cluster.local"
 TTL = 5
@@ -76,7 +77,7 @@ def _question(packet: bytes) -> tuple[str, int, int, int]:
     return ".".join(labels), qtype, qclass, offset + 4
 
 
-def answer(packet: bytes, lookup: Services, domain: str = DOMAIN) -> bytes:
+def answer(packet: bytes, lookup: Any, domain: str = DOMAIN) -> bytes:
     """The response to one query packet."""
     (ident, flags) = struct.unpack("!HH", packet[:4])
     recursion_desired = flags & 0x0100
