@@ -484,16 +484,25 @@ class LocalStack:
         self.real_node_config.write_text(header + yaml.safe_dump(config, sort_keys=False))
 
     def wait_for_gate(self, timeout: float = 600.0) -> None:
-        """OPA's Deployment rolled out on the real node."""
+        """OPA's Deployment has every replica ready (on the real node)."""
         fleet = self.fleet()
-        self.cluster.kubectl(
-            "rollout",
-            "status",
-            f"deployment/{fleet.opa.name}",
-            "-n",
-            fleet.system_namespace,
-            f"--timeout={int(timeout)}s",
-        )
+        ns, name = fleet.system_namespace, fleet.opa.name
+        deadline = time.monotonic() + timeout
+        self.log(f"waiting for OPA's {fleet.opa.replicas} replicas (image pull, start)")
+        while True:
+            found = self.cluster.kubectl("get", "deployment", name, "-n", ns, "-o", "json",
+                                         check=False)  # fmt: skip
+            status = json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
+            if status.get("readyReplicas", 0) >= fleet.opa.replicas:
+                break
+            if time.monotonic() > deadline:
+                pods = self.cluster.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False)
+                events = self.cluster.kubectl("get", "events", "-n", ns, check=False)
+                raise StackError(
+                    f"OPA's Deployment not ready after {timeout:.0f}s:\n{pods.stdout}"
+                    f"{events.stdout[-3000:]}"
+                )
+            time.sleep(2)
         self.log(f"OPA ({fleet.opa.replicas} replicas) serving the gate from the real node")
 
     def controller_job(self, name: str, timeout: float = 600.0) -> tuple[int, str]:
