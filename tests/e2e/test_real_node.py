@@ -92,7 +92,12 @@ def notebook(name: str) -> dict[str, Any]:
             "replicas": 1,
             "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": labels},
+                # the gate requires a notebook to say when it may be stopped (admission only;
+                # the controller's idle rule is the workload type's)
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"fleetplane.dev/idle-timeout-seconds": "3600"},
+                },
                 "spec": {
                     "priorityClassName": "fleetplane-notebook",
                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
