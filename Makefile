@@ -15,6 +15,7 @@ help:
 	@echo "make test       lint, policy checks and the whole test suite against real parts"
 	@echo "make test-fast  the tests that need no server (no integration or e2e marker)"
 	@echo "make tools      obtain the pinned upstream tools into tools/bin"
+	@echo "make image      build the controller and OPA images (OCI layouts, by digest)"
 	@echo "make image      build the controller's and OPA's OCI images (.fleet/images; root, mmdebstrap)"
 	@echo "make venv       create .venv with fleetplane (editable) and its development extras"
 
@@ -29,6 +30,17 @@ $(VENV)/.installed: pyproject.toml
 tools:
 	$(PYTHON) -m tools.bootstrap
 
+# What the image build (mmdebstrap) and the report's screenshot test (chromium) need from
+# Debian, installed system-wide because they are programs with many dependencies of their own
+# rather than single binaries the bootstrap can unpack. Idempotent: apt runs only when missing.
+SYSTEM_PACKAGES := mmdebstrap chromium
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
 up: venv tools
 	$(FLEETPLANE) up
 
@@ -41,16 +53,16 @@ status: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet tools stacks bench)
+	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet images observability tools stacks bench)
 	$(VENV)/bin/lint-imports
 
-image: venv tools
+image: venv tools system-packages
 	$(FLEETPLANE) image build
 
 policy-check: venv tools
 	$(FLEETPLANE) policy test
 
-test: venv tools lint policy-check
+test: venv tools system-packages lint policy-check
 	$(PY) -m pytest
 
 test-fast: venv

@@ -66,8 +66,11 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
     """Everything the controller does cluster-wide, and nothing more (no Secrets, no `*`)."""
     read = ["get", "list", "watch"]
     return [
-        # observe nodes; cordon and label them during driver upgrades
+        # observe nodes; cordon, taint, label and annotate them (driver upgrades, health
+        # remediation: state, timers, the remediation request)
         {"apiGroups": [""], "resources": ["nodes"], "verbs": [*read, "patch"]},
+        # the GpuHealthy node condition written on quarantine and on return to service
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
         # observe pods; annotate (idle warnings, deadlines); delete reclaimed pods, driver pods
         # and finished validator pods. Creating pods is granted only in the validator's namespace
         # (controller_namespace_rules): cluster-wide it would let the controller start a pod
@@ -123,6 +126,7 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
             "resourceNames": [
                 config.controller.lease_name,
                 f"{config.controller.lease_name}-upgrade",
+                f"{config.controller.lease_name}-health",
             ],
             "verbs": ["get", "patch"],
         },
@@ -218,6 +222,16 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             config,
             name=f"{CONTROLLER_NAME}-upgrade",
             command=["upgrade", "run"],
+            schedule=rendered["controller"]["schedule"],
+            selector=selector,
+            volumes=volumes,
+            mounts=mounts,
+        ),
+        # GPU health remediation: its own passes, Lease and timers (controller/remediation).
+        _controller_cronjob(
+            config,
+            name=f"{CONTROLLER_NAME}-health",
+            command=["health", "run"],
             schedule=rendered["controller"]["schedule"],
             selector=selector,
             volumes=volumes,

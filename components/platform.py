@@ -14,6 +14,11 @@ from components.controller_job import ControllerJob, ControllerJobArgs, controll
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.kube import Manifest, declare
 from components.nodepools import GpuNodePool, NodePoolArgs, TpuNodePool, node_pool_for
+from components.observability import (
+    Observability,
+    ObservabilityArgs,
+    observability_manifests,
+)
 from components.policy_gate import (
     PolicyGate,
     PolicyGateArgs,
@@ -84,6 +89,7 @@ class ClusterParts:
     volcano: Volcano | None = None
     policy_gate: PolicyGate | None = None
     controller: ControllerJob | None = None
+    observability: Observability | None = None
 
 
 class Platform(pulumi.ComponentResource):
@@ -187,6 +193,12 @@ class Platform(pulumi.ComponentResource):
                 ControllerJobArgs(fleet=fleet, provider=kubernetes, namespace=namespace),
                 here,
             )
+        if fleet.observability.pushgateway.deploy or fleet.observability.prometheus_operator:
+            parts.observability = Observability(
+                f"{prefix}-observability",
+                ObservabilityArgs(fleet=fleet, provider=kubernetes, namespace=namespace),
+                here,
+            )
         return parts
 
 
@@ -216,4 +228,5 @@ def render_manifests(
         manifests += policy_gate_manifests(config, read_policies(policies_dir), tls)
     if config.controller.deploy:
         manifests += controller_manifests(config)
+    manifests += observability_manifests(config)
     return manifests

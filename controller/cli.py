@@ -2,6 +2,7 @@
 
     fleetplane controller reconcile|idle|spend|preempt [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
+    fleetplane controller health run|status [options]
 
 A CronJob runs `reconcile` every period. This module only builds the command line; what a pass
 needs (the Kubernetes client, OPA, Prometheus) is imported when the command runs.
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from controller.remediation import cli as health_cli
 from controller.startup import common_options
 from controller.upgrade import cli as upgrade_cli
 
@@ -28,7 +30,8 @@ DESCRIPTIONS = {
 EXIT_CODES = (
     "exit status: 0 the pass completed (or was skipped: another pass holds the Lease); "
     "1 an action or observation failed; 2 bad input (configuration, usage) or a part that is "
-    "down (no credentials)."
+    "down (no credentials). Publishing the metrics is not part of the pass: a Pushgateway that "
+    "is down or slow is logged (summary.push.failed) and leaves the exit status as it was."
 )
 
 
@@ -48,7 +51,12 @@ def _pass_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
     )
-    common.add_argument("--pushgateway", help="also push the summary to this Pushgateway URL")
+    common.add_argument(
+        "--pushgateway",
+        dest="pushgateway_url",
+        help="push the pass's metrics to this Pushgateway (default: config "
+        "controller.pushgateway_url; '' for none)",
+    )
     common.add_argument(
         "--scrape-interval",
         type=float,
@@ -84,6 +92,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         )
         command.set_defaults(run=run)
     upgrade_cli.add_parser(commands)
+    health_cli.add_parser(commands)
     return parser
 
 
@@ -105,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         scrape_interval_seconds=args.scrape_interval_seconds,
         eviction_grace_seconds=args.eviction_grace_seconds,
         act_concurrency=args.act_concurrency,
+        pushgateway_url=args.pushgateway_url,
     )
     if isinstance(loaded, int):
         return loaded
@@ -123,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write("SUMMARY " + orjson.dumps(summary.as_dict()).decode() + "\n")
     if args.metrics_file:
         summary.write_textfile(args.metrics_file)
-    if args.pushgateway:
+    if settings.pushgateway_url:
         try:
-            summary.push(args.pushgateway)
+            summary.push(settings.pushgateway_url)
         except TemporaryError as error:
-            log.error("summary.push.failed", error=str(error))
-            return 1
+            # The pass is done and its outcome is its own: metrics are best effort.
+            log.error("summary.push.failed", error=str(error), consequence="metrics not published")
     return 1 if summary.errors else 0

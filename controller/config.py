@@ -253,6 +253,8 @@ class Settings:
         on a loaded 2-core machine (bench/controller_pass.py). Default 60.
     act_concurrency: independent actions (each on its own objects) carried out at once.
         Default 8; 1 acts strictly one after the other.
+    pushgateway_url: where the pass's metrics are pushed at its end; None pushes nothing.
+        Default the config's `controller.pushgateway_url`.
     """
 
     prometheus_url: str
@@ -271,6 +273,7 @@ class Settings:
     request_timeout_seconds: float = 10.0
     query_timeout_seconds: float = 60.0
     act_concurrency: int = 8
+    pushgateway_url: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -285,6 +288,7 @@ class Settings:
             "lease_namespace": section.get("namespace") or "fleetplane-system",
             "lease_seconds": int(section.get("period_seconds") or 300),
             "preemption_pending_seconds": int(section.get("preemption_pending_seconds", 600)),
+            "pushgateway_url": section.get("pushgateway_url") or None,
         }
         if section.get("query_timeout_seconds"):
             values["query_timeout_seconds"] = float(section["query_timeout_seconds"])

@@ -28,6 +28,7 @@ from controller.config import FleetView, Settings
 from controller.decide.idle import EvidenceRules, plan_idle
 from controller.decide.preempt import plan_preemption
 from controller.decide.spend import Accumulator, plan_spend
+from controller.decide.usage import team_usage
 from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
 from controller.lease import Lease, held
 from controller.log import Log
@@ -150,8 +151,6 @@ def _run(
         evidence = (
             background.submit(_evidence, fleet, prometheus, clock) if "idle" in concerns else None
         )
-        if "spend" in concerns:
-            background.submit(opa.prepare)  # its imports, while this thread waits on lists
         snapshot = take_snapshot(kube, log=log)
         found = evidence.result() if evidence is not None else None
     lap("observe")
@@ -171,7 +170,9 @@ def _run(
         out=out,
         after_action=hooks.after_action,
         namespaces=snapshot.namespaces,
+        nodes=snapshot.nodes,
     )
+    _usage(rt, snapshot)
     freed: set[str] = set()
     if "idle" in concerns:
         assert found is not None
@@ -285,6 +286,55 @@ def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) ->
     )
     plan = plan_idle(snapshot.pods, rt.fleet, evidence, rt.now, rules)
     return act_on_idle(rt, plan)
+
+
+def _usage(rt: Runtime, snapshot: Snapshot) -> None:
+    """The team metrics of the pass (decide.usage): quota, budget, what is held, pending and
+    burning, and the queue waits of the pods that started since the last pass."""
+    summary = rt.summary
+    for namespace, name in rt.fleet.namespaces.items():
+        summary.set("namespace_team", 1, namespace=namespace, team=name)
+    for name, config in rt.fleet.teams.items():
+        summary.set("team_budget_usd", config.monthly_budget_usd, team=name)
+        for resource, amount in config.quota.items():
+            summary.set("team_quota_gpus", amount, team=name, resource=resource)
+    period = float(rt.fleet.controller.get("period_seconds") or rt.settings.lease_seconds)
+    usage = team_usage(snapshot.pods, snapshot.nodes, rt.fleet, rt.now, period)
+    for state, found in (("held", usage.held), ("pending", usage.pending)):
+        for (team, resource, model, capacity_type, workload), devices in found.items():
+            labels: dict[str, str] = {
+                "team": team,
+                "resource": resource,
+                "workload_type": workload,
+            }
+            if model:
+                labels.update(model=model, capacity_type=capacity_type)
+            summary.inc("team_gpus", devices, state=state, **labels)
+    for (team, workload, model, capacity_type), usd in usage.cost_usd_per_hour.items():
+        summary.set(
+            "team_cost_rate",
+            round(usd, 6),
+            team=team,
+            workload_type=workload,
+            model=model,
+            capacity_type=capacity_type,
+        )
+    for (pool, resource, model, capacity_type, state), count in usage.pools.items():
+        summary.set(
+            "pool_accelerators",
+            count,
+            pool=pool,
+            resource=resource,
+            model=model,
+            capacity_type=capacity_type,
+            state=state,
+        )
+    for (team, workload, state), count in usage.pods.items():
+        summary.set("team_pods", count, team=team, workload_type=workload, state=state)
+    for team, workload, seconds in usage.waits:
+        summary.observe("queue_wait", seconds, team=team, workload_type=workload)
+    for (team, workload), seconds in usage.oldest_pending.items():
+        summary.set("queue_oldest", round(seconds, 3), team=team, workload_type=workload)
 
 
 def _spend(rt: Runtime, snapshot: Snapshot) -> None:

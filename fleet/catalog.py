@@ -18,6 +18,30 @@ Cloud = Literal["aws", "gcp"]
 
 
 @dataclass(frozen=True, kw_only=True)
+class ThermalLimits:
+    """When a GPU of this model is too hot to keep taking work (controller/remediation).
+
+    hot_c: a node is cordoned when a GPU stayed above this core temperature (DCGM_FI_DEV_GPU_TEMP)
+        for every sample of `health.hot_for_seconds`.
+    cool_c: it is uncordoned only when every GPU stayed at or below this for the same window.
+        The gap between the two is the hysteresis that keeps a node near the line from flapping.
+
+    Both sit below the slowdown temperature the driver enforces on its own (NVML
+    `NVML_TEMPERATURE_THRESHOLD_SLOWDOWN`, which the validator's health check records per GPU):
+    above `hot_c` the GPU is one fan or heat-sink fault away from clocking down a whole gang.
+    85 C is the health check's own default limit (controller/health/judge.py); passively cooled
+    PCIe boards (L4, A10G, T4) depend on the chassis airflow and get a lower line.
+    """
+
+    hot_c: int
+    cool_c: int
+
+
+_SXM_THERMAL = ThermalLimits(hot_c=85, cool_c=75)
+_PCIE_THERMAL = ThermalLimits(hot_c=83, cool_c=73)
+
+
+@dataclass(frozen=True, kw_only=True)
 class AcceleratorModel:
     """One accelerator model.
 
@@ -30,6 +54,7 @@ class AcceleratorModel:
         the model has no MIG.
     gke_accelerator: GKE guest accelerator type, empty when GKE does not offer it.
     tpu_topology_dims: number of dimensions of a slice topology (2 for v5e/v6e, 3 for v4/v5p).
+    thermal: temperature lines of the run-time health remediation; None for TPUs (no DCGM).
     """
 
     name: str
@@ -41,6 +66,7 @@ class AcceleratorModel:
     mig_profiles: dict[str, int] = field(default_factory=dict)
     gke_accelerator: str = ""
     tpu_topology_dims: int = 0
+    thermal: ThermalLimits | None = None
 
     @property
     def is_tpu(self) -> bool:
@@ -102,6 +128,7 @@ MODELS: dict[str, AcceleratorModel] = {
             "hopper",
             mig_profiles=_H100_MIG,
             gke_accelerator="nvidia-h100-80gb",
+            thermal=_SXM_THERMAL,
         ),
         _gpu(
             "a100-40gb",
@@ -110,6 +137,7 @@ MODELS: dict[str, AcceleratorModel] = {
             "ampere",
             mig_profiles=_A100_40_MIG,
             gke_accelerator="nvidia-tesla-a100",
+            thermal=_SXM_THERMAL,
         ),
         _gpu(
             "a100-80gb",
@@ -118,10 +146,47 @@ MODELS: dict[str, AcceleratorModel] = {
             "ampere",
             mig_profiles=_A100_80_MIG,
             gke_accelerator="nvidia-a100-80gb",
+            thermal=_SXM_THERMAL,
         ),
-        _gpu("l4", "NVIDIA-L4", 23034, "ada-lovelace", gke_accelerator="nvidia-l4"),
-        _gpu("a10g", "NVIDIA-A10G", 23028, "ampere"),
-        _gpu("t4", "Tesla-T4", 15360, "turing", gke_accelerator="nvidia-tesla-t4"),
+        _gpu(
+            "l4",
+            "NVIDIA-L4",
+            23034,
+            "ada-lovelace",
+            gke_accelerator="nvidia-l4",
+            thermal=_PCIE_THERMAL,
+        ),
+        _gpu("a10g", "NVIDIA-A10G", 23028, "ampere", thermal=_PCIE_THERMAL),
+        _gpu(
+            "t4",
+            "Tesla-T4",
+            15360,
+            "turing",
+            gke_accelerator="nvidia-tesla-t4",
+            thermal=_PCIE_THERMAL,
+        ),
+        _gpu("a10", "NVIDIA-A10", 23028, "ampere", thermal=_PCIE_THERMAL),
+        _gpu(
+            "v100-16gb",
+            "Tesla-V100-SXM2-16GB",
+            16384,
+            "volta",
+            gke_accelerator="nvidia-tesla-v100",
+            thermal=_SXM_THERMAL,
+        ),
+        _gpu("v100-32gb", "Tesla-V100-SXM2-32GB", 32768, "volta", thermal=_SXM_THERMAL),
+        _gpu(
+            "p100",
+            "Tesla-P100-PCIE-16GB",
+            16384,
+            "pascal",
+            gke_accelerator="nvidia-tesla-p100",
+            thermal=_PCIE_THERMAL,
+        ),
+        # Alibaba's trace names two GPU models only G2 and G3 (not disclosed); their label
+        # values are the replay's own. No thermal lines: their limits are not published.
+        _gpu("alibaba-g2", "Alibaba-G2", 0, ""),
+        _gpu("alibaba-g3", "Alibaba-G3", 0, ""),
         _tpu("tpu-v4", "tpu-v4-podslice", 3),
         _tpu("tpu-v5e", "tpu-v5-lite-podslice", 2),
         _tpu("tpu-v5p", "tpu-v5p-slice", 3),
@@ -278,3 +343,60 @@ TPU_SLICE_SHAPES: dict[str, TpuSliceShapes] = {
     "tpu-v5p": TpuSliceShapes(source="cloud.google.com/tpu/docs/supported-tpu-configurations"),
 }
 """Slice shapes per TPU model (keys of `MODELS`); every TPU model has an entry."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Carbon intensity of the grid, per cloud region
+# ---------------------------------------------------------------------------------------------
+
+CARBON_INTENSITY_SOURCE = (
+    "Google Cloud, region-carbon-info, data/yearly/2023.csv (github.com/GoogleCloudPlatform/"
+    "region-carbon-info): yearly average location-based grid carbon intensity, gCO2eq/kWh, "
+    "hourly grid mix from Electricity Maps"
+)
+"""Where the default grid carbon intensities come from."""
+
+CARBON_INTENSITY_G_PER_KWH: dict[str, float] = {
+    # GCP regions, as published (2023).
+    "us-central1": 430,
+    "us-east1": 560,
+    "us-east4": 322,
+    "us-east5": 322,
+    "us-south1": 321,
+    "us-west1": 94,
+    "us-west2": 198,
+    "us-west3": 588,
+    "us-west4": 373,
+    "northamerica-northeast1": 2,
+    "northamerica-northeast2": 47,
+    "europe-north1": 46,
+    "europe-west1": 122,
+    "europe-west2": 136,
+    "europe-west3": 345,
+    "europe-west4": 236,
+    "europe-west6": 59,
+    "europe-west9": 34,
+    "europe-central2": 723,
+    "asia-east1": 451,
+    "asia-northeast1": 459,
+    "asia-southeast1": 369,
+    "asia-south1": 648,
+    "australia-southeast1": 501,
+    # AWS regions: the figure of the Google region on the same grid (same metro area and
+    # Electricity Maps zone); none is published by AWS itself.
+    "us-east-1": 322,  # Northern Virginia (PJM), as us-east4
+    "us-east-2": 322,  # Ohio (PJM), as us-east5 Columbus
+    "us-west-2": 94,  # Oregon (BPA), as us-west1
+    "eu-central-1": 345,  # Frankfurt, as europe-west3
+    "eu-west-2": 136,  # London, as europe-west2
+    "eu-west-3": 34,  # Paris, as europe-west9
+    "ap-northeast-1": 459,  # Tokyo, as asia-northeast1
+    "ap-southeast-1": 369,  # Singapore, as asia-southeast1
+    "ap-south-1": 648,  # Mumbai, as asia-south1
+}
+"""Default grid carbon intensity (gCO2eq/kWh) per region; see `CARBON_INTENSITY_SOURCE`. A
+stack overrides or adds regions with `observability.carbon_intensity_g_per_kwh`."""
+
+WORLD_CARBON_INTENSITY_G_PER_KWH = 480.0
+"""For a region without a figure (and local clusters): the world average of 2023, 480
+gCO2/kWh (Ember, Global Electricity Review 2024)."""

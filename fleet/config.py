@@ -489,6 +489,43 @@ class UpgradeConfig(_Model):
     """How long validation watches for critical Xid events. Default None: the check's 2 s."""
 
 
+class HealthConfig(_Model):
+    """Run-time GPU health: faults found in DCGM series, remediated node by node
+    (controller/remediation). Temperature lines are per model, in `fleet.catalog`."""
+
+    max_unavailable: MaxUnavailable = "10%"
+    """Nodes of a pool the health machine may hold out of service at once (quarantined,
+    draining, remediating, validating, waiting for replacement, or cordoned hot), an integer or
+    "N%" of the pool rounded up, at least 1: a fleet-wide alert storm stops here. Default 10%."""
+    signal_window_seconds: int = Field(default=600, ge=60)
+    """How far back Xid and error-counter evidence is read each pass. Default 600."""
+    stale_after_seconds: int = Field(default=120, ge=15)
+    """A GPU whose newest sample is older than this is unknown: never healthy, never acted on.
+    Default 120."""
+    hot_for_seconds: int = Field(default=300, ge=60)
+    """A temperature must hold this long (every sample) to cordon, or to uncordon. Default 300."""
+    checkpoint_window_seconds: int = Field(default=1800, ge=0)
+    """How long running work on a quarantined node gets to checkpoint before it is evicted.
+    Default 1800."""
+    checkpoint_max_age_seconds: int = Field(default=900, ge=0)
+    """A pod (and its gang) whose last checkpoint is this recent is evicted at once. Default 900."""
+    remediation_timeout_seconds: int = Field(default=3600, gt=0)
+    """How long a reset or reboot request may stay unanswered before the next remedy is asked
+    for. Default 3600."""
+    validation_timeout_seconds: int = Field(default=1800, gt=0)
+    """How long the validator may take after a remediation. Default 1800."""
+    max_runtime_grace_seconds: int = Field(default=1800, ge=0)
+    """After the runtime warning, how long a pod past its maximum runtime gets to checkpoint
+    before it is stopped. Default 1800."""
+    straggler_window_seconds: int = Field(default=1800, ge=60)
+    """A gang member at near-zero utilisation while its peers are busy for this long is a
+    straggler (reported; acted on only where the health policy allows). Default 1800."""
+    straggler_util_percent: float = Field(default=5, ge=0, le=100)
+    """At or below this peak utilisation a gang member idles. Default 5."""
+    busy_util_percent: float = Field(default=50, ge=0, le=100)
+    """Peers above this mean utilisation are busy. Default 50."""
+
+
 class GpuOperatorConfig(_Model):
     """The NVIDIA GPU Operator Helm release."""
 
@@ -604,6 +641,70 @@ class ControllerConfig(_Model):
     """Lease that keeps two reconciles from overlapping. Default fleetplane-controller."""
 
 
+class PushgatewayConfig(_Model):
+    """Where each controller pass pushes its metrics (Prometheus Pushgateway)."""
+
+    deploy: bool = True
+    """Run a Pushgateway in the system namespace (Deployment, Service, ServiceMonitor); false
+    when one runs elsewhere (the local stack runs it on loopback). Default true."""
+    image: str = "quay.io/prometheus/pushgateway:v1.5.1"
+    """Pinned Pushgateway image. Default quay.io/prometheus/pushgateway:v1.5.1."""
+    url: str | None = None
+    """Base URL the controller pushes to; None for the in-cluster Service. Default None."""
+
+
+class ObservabilityConfig(_Model):
+    """Controller metrics, the alert and recording rules, the dashboards and the chargeback
+    report. Thresholds here are the alerts' (observability/rules.yaml reads them)."""
+
+    pushgateway: PushgatewayConfig = Field(default_factory=PushgatewayConfig)
+    """Default see `PushgatewayConfig`."""
+    prometheus_operator: bool = True
+    """Declare the PrometheusRule, the ServiceMonitor of the Pushgateway and the dashboards'
+    ConfigMaps (kube-prometheus-stack's CRDs and Grafana sidecar must be installed); false for
+    a cluster without them (the local stack loads the same rules into its own Prometheus).
+    Default true."""
+    namespace: NamespaceName = "monitoring"
+    """Namespace of kube-prometheus-stack, where the dashboards' ConfigMaps go. Default
+    monitoring."""
+    rule_labels: dict[str, str] = Field(
+        default_factory=lambda: {"release": "kube-prometheus-stack"}
+    )
+    """Labels of the PrometheusRule and ServiceMonitor, matching the Prometheus' rule and
+    monitor selectors. Default release=kube-prometheus-stack."""
+    idle_gpus_alert: int = Field(default=8, ge=1)
+    """A team with at least this many GPUs idle (judged by the controller) for
+    `idle_alert_for_seconds` fires FleetplaneTeamGpusIdle. Default 8."""
+    idle_alert_for_seconds: int = Field(default=1800, ge=0)
+    """How long the idle GPUs must stay above the line. Default 1800."""
+    hot_gpu_celsius: float = Field(default=85, gt=0)
+    """GPU temperature that fires FleetplaneGpuHot (the health check's line too). Default 85."""
+    queue_wait_target_seconds: float = Field(default=900, gt=0)
+    """Target of a team's p95 wait for accelerators (pending to running); above it for an hour
+    fires FleetplaneQueueWaitHigh. Default 900."""
+    inference_availability_target: float = Field(default=0.999, gt=0, le=1)
+    """Share of the time production inference replicas should be running, not pending; the
+    report compares against it. Default 0.999."""
+    controller_stale_seconds: int = Field(default=1800, ge=60)
+    """No successful controller pass for this long fires FleetplaneControllerNotRunning.
+    Default 1800."""
+    carbon_intensity_g_per_kwh: dict[str, float] = Field(default_factory=dict)
+    """Grid carbon intensity (gCO2eq/kWh) per cluster region, over the catalog's defaults
+    (`fleet.catalog.CARBON_INTENSITY_G_PER_KWH`, with their source). Default none."""
+
+    def carbon_intensity(self, region: str) -> tuple[float, str]:
+        """gCO2eq/kWh of a region, and where the figure comes from."""
+        if region in self.carbon_intensity_g_per_kwh:
+            return self.carbon_intensity_g_per_kwh[region], "stack configuration"
+        if region in catalog.CARBON_INTENSITY_G_PER_KWH:
+            return catalog.CARBON_INTENSITY_G_PER_KWH[region], catalog.CARBON_INTENSITY_SOURCE
+        return (
+            catalog.WORLD_CARBON_INTENSITY_G_PER_KWH,
+            "world average 2023 (Ember, Global Electricity Review 2024): no figure for "
+            f"region {region or '(none)'!r}",
+        )
+
+
 class FleetConfig(_Model):
     """The whole fleet: the single source of truth of a stack."""
 
@@ -623,6 +724,8 @@ class FleetConfig(_Model):
     """Default see `BudgetConfig`."""
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig)
     """Default see `UpgradeConfig`."""
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    """Default see `HealthConfig`."""
     system_namespace: NamespaceName = "fleetplane-system"
     """Namespace of OPA and the controller. Default fleetplane-system."""
     gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)
@@ -633,6 +736,8 @@ class FleetConfig(_Model):
     """Default see `OpaConfig`."""
     controller: ControllerConfig = Field(default_factory=ControllerConfig)
     """Default see `ControllerConfig`."""
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """Default see `ObservabilityConfig`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -1132,6 +1237,12 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "controller.image",
             "required for a CronJob that runs: the controller's image by digest "
             "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
+        )
+    gateway = config.observability.pushgateway
+    if not gateway.deploy and gateway.url is None:
+        add(
+            "observability.pushgateway.url",
+            "required when pushgateway.deploy is false (the Pushgateway runs elsewhere)",
         )
     if config.opa.deploy and config.opa.external_url is not None:
         add("opa.external_url", "only with deploy: false (OPA runs outside the cluster)")

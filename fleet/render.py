@@ -19,6 +19,9 @@ OPA_CA_MOUNT = "/etc/fleetplane/opa-ca"
 CONFIG_MOUNT = "/etc/fleetplane/config"
 """Where the controller CronJob mounts the rendered document."""
 CONFIG_FILE = "config.json"
+PUSHGATEWAY_NAME = "fleetplane-pushgateway"
+"""Deployment and Service of the in-cluster Pushgateway."""
+PUSHGATEWAY_PORT = 9091
 OPA_SERVICE_PORT = 443
 """Port of the in-cluster OPA Service (HTTPS)."""
 CONFIG_ENV = "FLEETPLANE_CONFIG"
@@ -54,6 +57,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "budget": config.budget.model_dump(),
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
         "upgrade": config.upgrade.model_dump(),
+        "health": config.health.model_dump(),
         "gpu_operator": {"namespace": config.gpu_operator.namespace},
         "controller": render_controller(config),
     }
@@ -75,11 +79,13 @@ def _team(config: FleetConfig, team: TeamConfig) -> dict[str, Any]:
 
 def _model(name: str, prices: Any) -> dict[str, Any]:
     model = catalog.MODELS[name]
+    thermal = model.thermal
     return {
         "resource": model.resource,
         "node_label": model.node_label,
         "label_value": model.label_value,
         "price_per_hour_usd": prices.model_dump(by_alias=True),
+        "thermal": {"hot_c": thermal.hot_c, "cool_c": thermal.cool_c} if thermal else None,
     }
 
 
@@ -131,6 +137,7 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "lease_name": settings.lease_name,
         "namespace": config.system_namespace,
         "image": settings.image,
+        "pushgateway_url": pushgateway_url(config),
     }
 
 
@@ -145,6 +152,15 @@ def platform_repositories(config: FleetConfig) -> list[str]:
         if match:
             found.add(match.group("repository"))
     return sorted(found)
+
+
+def pushgateway_url(config: FleetConfig) -> str:
+    """Where the controller pushes each pass's metrics: the configured URL, else the
+    in-cluster Pushgateway Service."""
+    gateway = config.observability.pushgateway
+    if gateway.url is not None:
+        return gateway.url
+    return f"http://{PUSHGATEWAY_NAME}.{config.system_namespace}.svc:{PUSHGATEWAY_PORT}"
 
 
 def cron_schedule(period_seconds: int) -> str:

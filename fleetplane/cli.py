@@ -16,6 +16,7 @@ from controller.health import cli as health_cli
 from fleet import cli as fleet_cli
 from images import cli as images_cli
 from localfleet import cli as localfleet_cli
+from observability import cli as observability_cli
 from policyreview import cli as policyreview_cli
 from replay import cli as replay_cli
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleet_cli.add_parser(commands)
     policyreview_cli.add_parser(commands)
     replay_cli.add_parser(commands)
+    observability_cli.add_parser(commands)
     controller_cli.add_parser(commands)
     images_cli.add_parser(commands)
     health_cli.add_parser(commands)

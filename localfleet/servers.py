@@ -256,15 +256,205 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def prometheus_config(
+    *,
+    rule_files: Iterable[Path] = (),
+    pushgateway: str | None = None,
+    alertmanager: str | None = None,
+    interval_seconds: float = 15,
+) -> str:
+    """A Prometheus configuration: its rule files, the Pushgateway scraped with
+    `honor_labels` (the pushed `job` label is kept, as the ServiceMonitor of a cloud stack
+    does), and where alerts go. Addresses are `host:port`."""
+    config: dict[str, Any] = {
+        "global": {
+            "scrape_interval": f"{interval_seconds:g}s",
+            "evaluation_interval": f"{interval_seconds:g}s",
+        }
+    }
+    rules = [str(path) for path in rule_files]
+    if rules:
+        config["rule_files"] = rules
+    if alertmanager:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    if pushgateway:
+        config["scrape_configs"] = [
+            {
+                "job_name": "pushgateway",
+                "honor_labels": True,
+                "static_configs": [{"targets": [pushgateway]}],
+            }
+        ]
+    return json.dumps(config, indent=2) + "\n"  # JSON is YAML
+
+
 @dataclass
-class PrometheusServer:
-    """A real Prometheus whose TSDB was backfilled with the given samples by promtool."""
+class PushgatewayServer:
+    """A real Prometheus Pushgateway on loopback (`pushgateway` from tools/bin)."""
 
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
     host: str = "127.0.0.1"
     """Where it listens: loopback, or the real node's host address, which its pods reach."""
+    _process: _Process | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 30.0) -> PushgatewayServer:
+        binaries = _require(self.bin_dir, ("pushgateway",))
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-pushgateway-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._process = _Process("pushgateway", self.work_dir / "pushgateway.log")
+        self.port = self._process.serve(
+            lambda port: [
+                str(binaries["pushgateway"]),
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            self.port,
+            timeout,
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+
+    def log_tail(self) -> str:
+        return self._process.log_tail() if self._process else "--- pushgateway: not started"
+
+
+def alertmanager_config(webhook_url: str | None, *, wait_seconds: float = 30) -> str:
+    """One route to one webhook receiver (None: a receiver that sends nowhere, the alerts are
+    only shown by Alertmanager); `wait_seconds` is the group wait and interval (short in tests,
+    Alertmanager's defaults of about 30 s otherwise)."""
+    return (
+        json.dumps(
+            {
+                "route": {
+                    "receiver": "webhook",
+                    "group_by": ["alertname", "team"],
+                    "group_wait": f"{wait_seconds:g}s",
+                    "group_interval": f"{wait_seconds:g}s",
+                    "repeat_interval": "4h",
+                },
+                "receivers": [
+                    {"name": "webhook", "webhook_configs": [{"url": webhook_url}]}
+                    if webhook_url
+                    else {"name": "webhook"}
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+DEBIAN_ALERTMANAGER_SHARE = Path("/usr/share/prometheus/alertmanager")
+
+
+def debian_template_launcher(binary: Path) -> list[str]:
+    """What to run Debian's `alertmanager` under. Debian's build reads its default
+    notification template from DEBIAN_ALERTMANAGER_SHARE instead of embedding it, and stops
+    without it. The package is unpacked, not installed: when that file is missing, the unpacked
+    package's `usr/share`, which the bootstrap keeps beside the binary (`share/`), is laid over
+    /usr/share in a private mount namespace of the alertmanager process only (`unshare -m`, an
+    overlay; needs root)."""
+    if (DEBIAN_ALERTMANAGER_SHARE / "default.tmpl").exists():
+        return []
+    share = binary.resolve().parent / "share"
+    if not (share / "prometheus" / "alertmanager" / "default.tmpl").exists():
+        raise ServerError(
+            f"{binary} (Debian's alertmanager) needs {DEBIAN_ALERTMANAGER_SHARE}/default.tmpl "
+            "from its package; neither that nor the unpacked package's share/ beside it exists"
+        )
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        raise ServerError(
+            f"{binary} needs {DEBIAN_ALERTMANAGER_SHARE}/default.tmpl: run as root with "
+            "`unshare` (util-linux) to lay the unpacked package's share/ over /usr/share"
+        )
+    script = 'mount -t overlay overlay -o "lowerdir=$0:/usr/share" /usr/share && exec "$@"'
+    return [unshare, "--mount", "--propagation", "private", "sh", "-c", script, str(share)]
+
+
+@dataclass
+class AlertmanagerServer:
+    """A real Alertmanager on loopback (`alertmanager` from tools/bin), sending every alert to
+    one webhook; HA clustering off."""
+
+    webhook_url: str
+    bin_dir: Path = field(default_factory=pinned_bin_dir)
+    work_dir: Path | None = None
+    port: int = 0
+    wait_seconds: float = 30
+    _process: _Process | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 30.0) -> AlertmanagerServer:
+        binaries = _require(self.bin_dir, ("alertmanager",))
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-alertmanager-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        config = self.work_dir / "alertmanager.yml"
+        config.write_text(alertmanager_config(self.webhook_url, wait_seconds=self.wait_seconds))
+        (self.work_dir / "data").mkdir(parents=True, exist_ok=True)
+        self._process = _Process("alertmanager", self.work_dir / "alertmanager.log")
+        launcher = debian_template_launcher(binaries["alertmanager"])
+        storage = self.work_dir / "data"
+        self.port = self._process.serve(
+            lambda port: [
+                *launcher,
+                str(binaries["alertmanager"]),
+                f"--config.file={config}",
+                f"--storage.path={storage}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            self.port,
+            timeout,
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+
+    def log_tail(self) -> str:
+        return self._process.log_tail() if self._process else "--- alertmanager: not started"
+
+
+@dataclass
+class PrometheusServer:
+    """A real Prometheus whose TSDB was backfilled with the given samples by promtool; with
+    `rule_files`, `pushgateway` and `alertmanager` (host:port) it also evaluates the rules,
+    scrapes the Pushgateway and sends alerts, every `interval_seconds`."""
+
+    bin_dir: Path = field(default_factory=pinned_bin_dir)
+    work_dir: Path | None = None
+    port: int = 0
+    rule_files: tuple[Path, ...] = ()
+    pushgateway: str | None = None
+    alertmanager: str | None = None
+    interval_seconds: float = 15
     _process: _Process | None = field(default=None, init=False)
     _temp: bool = field(default=False, init=False)
 
@@ -298,7 +488,14 @@ class PrometheusServer:
             if result.returncode != 0:
                 raise ServerError(f"promtool backfill failed:\n{result.stdout}\n{result.stderr}")
         config = self.work_dir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 15s\n")
+        config.write_text(
+            prometheus_config(
+                rule_files=self.rule_files,
+                pushgateway=self.pushgateway,
+                alertmanager=self.alertmanager,
+                interval_seconds=self.interval_seconds,
+            )
+        )
         self._process = _Process("prometheus", self.work_dir / "prometheus.log")
         self.port = self._process.serve(
             lambda port: [
@@ -334,6 +531,25 @@ class PrometheusServer:
         if answer.get("status") != "success":
             raise ServerError(f"query {promql!r} failed: {answer}")
         return list(answer["data"]["result"])
+
+    def query_range(
+        self, promql: str, start: float, end: float, step: float
+    ) -> list[dict[str, Any]]:
+        """Range query; the result matrix, or ServerError."""
+        params = {
+            "query": promql,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{step:g}",
+        }
+        answer = _request("GET", f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}")
+        if answer.get("status") != "success":
+            raise ServerError(f"query {promql!r} failed: {answer}")
+        return list(answer["data"]["result"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The alerts Prometheus holds (pending and firing)."""
+        return list(_request("GET", f"{self.url}/api/v1/alerts")["data"]["alerts"])
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

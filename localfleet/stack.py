@@ -74,6 +74,8 @@ STATE_DIR = ROOT / ".fleet"
 CONFIG_FILE_COMMANDS = {"up", "preview", "destroy", "refresh"}
 """The `pulumi` commands that take `--config-file`."""
 POLICY_KEY_SEPARATOR = "__"
+ALERTMANAGER_ADDRESS = "127.0.0.1:9093"
+"""Where the local fleet's Alertmanager listens (Prometheus sends the rule set's alerts)."""
 """ConfigMap keys stand for paths: `fleetplane__lib__keys.rego` is `fleetplane/lib/keys.rego`."""
 
 
@@ -251,6 +253,14 @@ class LocalStack:
     @property
     def prometheus(self) -> Service:
         return Service("prometheus", self.services_dir / "prometheus")
+
+    @property
+    def pushgateway(self) -> Service:
+        return Service("pushgateway", self.services_dir / "pushgateway")
+
+    @property
+    def alertmanager(self) -> Service:
+        return Service("alertmanager", self.services_dir / "alertmanager")
 
     def fleet(self) -> Any:
         from fleet.config import load_stack_config
@@ -597,14 +607,62 @@ class LocalStack:
         self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
 
     def start_prometheus(self) -> None:
-        url = self.fleet().controller.prometheus_url
+        """Prometheus at `controller.prometheus_url`, evaluating the rule set
+        (observability/rules.yaml, the stack's numbers) and scraping the Pushgateway the
+        controller pushes to; alerts go to a local Alertmanager (ALERTMANAGER_ADDRESS, no
+        receiver: see them with `amtool` or its UI). With a real node, Prometheus listens on the
+        host's end of the node's veth, where pods reach it."""
+        from fleet.render import pushgateway_url
+        from localfleet.servers import alertmanager_config, prometheus_config
+        from observability.rules import write_rule_file
+
+        fleet = self.fleet()
+        url = fleet.controller.prometheus_url
         node = self.node()
         if not _loopback(url) and not (node and _host_port(url)[0] == node.network.host_ip):
             return
+        gateway = pushgateway_url(fleet)
+        pushgateway: str | None = None
+        if _loopback(gateway):
+            pushgateway = "{}:{}".format(*_host_port(gateway))
+            self.pushgateway.start(
+                [
+                    str(self.bin_dir / "pushgateway"),
+                    f"--web.listen-address={pushgateway}",
+                    "--log.level=warn",
+                ],
+                ready=lambda: _http_ok(f"{gateway}/-/ready"),
+            )
+            self.log(f"Pushgateway at {gateway}")
+        from localfleet.servers import debian_template_launcher
+
+        work = self.alertmanager.work_dir
+        (work / "data").mkdir(parents=True, exist_ok=True)
+        (work / "alertmanager.yml").write_text(alertmanager_config(None))
+        self.alertmanager.start(
+            [
+                *debian_template_launcher(self.bin_dir / "alertmanager"),
+                str(self.bin_dir / "alertmanager"),
+                f"--config.file={work / 'alertmanager.yml'}",
+                f"--storage.path={work / 'data'}",
+                f"--web.listen-address={ALERTMANAGER_ADDRESS}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            ready=lambda: _http_ok(f"http://{ALERTMANAGER_ADDRESS}/-/ready"),
+        )
+        self.log(f"Alertmanager at http://{ALERTMANAGER_ADDRESS}")
         host, port = _host_port(url)
         work = self.prometheus.work_dir
         (work / "data").mkdir(parents=True, exist_ok=True)
-        (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+        rules = write_rule_file(fleet, work / "rules.yaml")
+        (work / "prometheus.yml").write_text(
+            prometheus_config(
+                rule_files=(rules,),
+                pushgateway=pushgateway,
+                alertmanager=ALERTMANAGER_ADDRESS,
+            )
+        )
         self.prometheus.start(
             [
                 str(self.bin_dir / "prometheus"),
@@ -615,7 +673,17 @@ class LocalStack:
             ],
             ready=lambda: _http_ok(f"{url}/-/ready"),
         )
-        self.log(f"Prometheus at {url}")
+        self.log(f"Prometheus at {url} (rules: {rules})")
+
+    def report(self, out: Path | None = None) -> int:
+        """`fleetplane report` for the current month on the local Prometheus (after the main
+        job: its controller pass has pushed the month's first metrics); the exit status."""
+        from observability.cli import write_month_report
+
+        fleet = self.fleet()
+        return write_month_report(
+            fleet.controller.prometheus_url, fleet, None, out or self.services_dir / "reports"
+        )
 
     def controller_config(self) -> Path:
         """The rendered configuration the CronJob mounts, read from its ConfigMap."""
@@ -786,6 +854,8 @@ class LocalStack:
             self.pulumi("destroy", "--yes")
         self.opa.stop()
         self.prometheus.stop()
+        self.pushgateway.stop()
+        self.alertmanager.stop()
         self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.act.opa import Decision
 from controller.decide.idle import EvidenceRules, IdlePlan, plan_idle
@@ -47,19 +47,20 @@ from controller.decide.workloads import team_usage
 from controller.observe.metrics import GpuSeries, PodEvidence
 from controller.observe.model import Namespace, Node, Pod
 from fleet import labels as keys
-
-if TYPE_CHECKING:
-    from replay.engine import Replay
-    from replay.objects import Job
+from replay.fleet import FleetState
+from replay.objects import Job
+from replay.opa import BatchClient
 
 
 class Controller:
-    """The controller of one replay, with the state it keeps between passes (the spend
-    accumulators that live on team namespaces in a cluster)."""
+    """The controller of one replay's fleet, with the state it keeps between passes (the spend
+    accumulators that live on team namespaces in a cluster, and the spend document it
+    publishes for the admission gate)."""
 
-    def __init__(self, replay: Replay) -> None:
-        self.replay = replay
-        scenario = replay.scenario
+    def __init__(self, fleet: FleetState, policy: BatchClient) -> None:
+        self.simulated = fleet
+        self.policy = policy
+        scenario = fleet.scenario
         self.fleet = scenario.view
         self.concerns = scenario.concerns
         self.rules = EvidenceRules(scrape_interval_seconds=scenario.scrape_interval_seconds)
@@ -75,6 +76,8 @@ class Controller:
             for ns, team in self.fleet.namespaces.items()
         }
         self.accumulators: dict[str, Accumulator | None] = dict.fromkeys(self.fleet.teams)
+        self.spend_document: dict[str, Any] = {}
+        """The month-to-date spend last published (`data.fleetplane.spend`)."""
         self._evidence_cache: dict[str, tuple[float, str, PodEvidence]] = {}
         self.passes = 0
         self.seconds = 0.0
@@ -92,12 +95,12 @@ class Controller:
         answers the reclaim decisions in the same OPA query, returning the latter;
         `reclaiming` holds the uids of the pods those decisions are about."""
         began = time.perf_counter()
-        r = self.replay
-        now = r.epoch + at
-        pods = [g.view for g in r.ghosts]
-        pods += [j.view(at, r.epoch) for j in r.pending.values()]
-        pods += [j.view(at, r.epoch) for j in r.running.values()]
-        nodes = {n.name: n.view for pool in r.pools for n in r.live[pool.name] if n.ready}
+        sim = self.simulated
+        now = sim.epoch + at
+        pods = [g.view for g in sim.ghosts]
+        pods += [j.view(at, sim.epoch) for j in sim.pending.values()]
+        pods += [j.view(at, sim.epoch) for j in sim.running.values()]
+        nodes = {n.name: n.view for n in sim.standing() if n.ready}
         plan: IdlePlan | None = None
         if "idle" in self.concerns:
             plan = self._idle_plan(pods, at, now)
@@ -122,10 +125,10 @@ class Controller:
     # ------------------------------------------------------------------ idle
 
     def _evidence(self, at: float) -> dict[int, dict[tuple[str, str], PodEvidence]]:
-        r = self.replay
+        sim = self.simulated
         scrape = self.rules.scrape_interval_seconds
         evidence: dict[int, dict[tuple[str, str], PodEvidence]] = {}
-        for job in r.running.values():
+        for job in sim.running.values():
             wt = self.fleet.workload_types.get(job.workload_type)
             if wt is None or wt.idle is None or job.run_start is None or job.node is None:
                 continue
@@ -166,19 +169,19 @@ class Controller:
 
     def _idle_plan(self, pods: list[Pod], at: float, now: float) -> IdlePlan:
         """Judge every pod; write and clear warnings (`act.idle.warn`, `clear_warning`)."""
-        r = self.replay
+        sim = self.simulated
         plan = plan_idle(pods, self.fleet, self._evidence(at), now, self.rules)
         if not plan.clear and not plan.warn:
             return plan
-        by_uid = {job.uid: job for job in r.running.values()}
-        counted = r.in_window(at)
+        by_uid = {job.uid: job for job in sim.running.values()}
+        counted = sim.in_window(at)
         for judgement in plan.clear:
             job = by_uid.get(judgement.pod.uid)
             if job is not None:
                 job.annotations.pop(keys.IDLE_WARNED_AT, None)
                 job.annotations.pop(keys.RECLAIM_DEADLINE, None)
                 job.invalidate()
-                r.counters.idle_warnings_cleared += 1 if counted else 0
+                sim.counters.idle_warnings_cleared += 1 if counted else 0
         for judgement in plan.warn:
             job = by_uid.get(judgement.pod.uid)
             if job is not None and judgement.rule is not None:
@@ -188,7 +191,7 @@ class Controller:
                     warned_at + judgement.rule.grace_seconds
                 )
                 job.invalidate()
-                r.counters.idle_warnings += 1 if counted else 0
+                sim.counters.idle_warnings += 1 if counted else 0
         return plan
 
     @staticmethod
@@ -210,22 +213,22 @@ class Controller:
 
     def _reclaim(self, plan: IdlePlan, answers: list[Decision], at: float) -> set[str]:
         """Reclaim each workload whose every pod OPA allowed; the uids freed."""
-        r = self.replay
+        sim = self.simulated
         if not plan.reclaim:
             return set()
-        by_uid = {job.uid: job for job in r.running.values()}
-        counted = r.in_window(at)
+        by_uid = {job.uid: job for job in sim.running.values()}
+        counted = sim.in_window(at)
         decisions = iter(answers)
         freed: set[str] = set()
         for item in plan.reclaim:
             answers = [next(decisions) for _ in item.pods]
             if not all(d.allow for d in answers):
-                r.counters.reclaims_denied += 1 if counted else 0
+                sim.counters.reclaims_denied += 1 if counted else 0
                 continue
             for judgement in item.pods:
                 job = by_uid[judgement.pod.uid]
                 freed.add(judgement.pod.uid)
-                r.reclaim(job, at)
+                sim.reclaim(job, at)
         return freed
 
     # ------------------------------------------------------------------ spend
@@ -235,7 +238,7 @@ class Controller:
         for team, spend in plan.teams.items():
             if plan.home.get(team) is not None:
                 self.accumulators[team] = spend.accumulator
-        self.replay.spend_document = {
+        self.spend_document = {
             team: spend.opa_record(now) for team, spend in sorted(plan.teams.items())
         }
 
@@ -244,7 +247,7 @@ class Controller:
     def _preempt(
         self, pods: list[Pod], nodes: dict[str, Node], at: float, now: float, freed: set[str]
     ) -> None:
-        r = self.replay
+        sim = self.simulated
         plan = plan_preemption(
             pods,
             nodes,
@@ -252,13 +255,13 @@ class Controller:
             self.fleet,
             self.priority_of,
             now,
-            pending_seconds=r.scenario.preemption_pending_seconds,
+            pending_seconds=sim.scenario.preemption_pending_seconds,
             freeing=frozenset(freed),
         )
         if not plan.preemptions:
             return
         usage = team_usage(pods, self.fleet, freeing=freed)
-        by_uid = {job.uid: job for job in r.running.values()}
+        by_uid = {job.uid: job for job in sim.running.values()}
         for preemption in plan.preemptions:
             answers: dict[AnswerKey, Decision] = {}
             for option in preemption.options:
@@ -278,7 +281,7 @@ class Controller:
     ) -> bool | None:
         """As `act.preempt._on_node`: True when the node was made to fit, None when nothing
         was evicted (another node may be tried), False when it stopped half way."""
-        r = self.replay
+        sim = self.simulated
         excluded: set[str] = set()
         evicted: list[Any] = []
         while True:
@@ -288,8 +291,8 @@ class Controller:
                     freed[resource] = freed.get(resource, 0) + n
             need = {res: n - freed.get(res, 0) for res, n in option.need.items()}
             if all(n <= 0 for n in need.values()):
-                if evicted and r.in_window(at):
-                    r.counters.preemptors_served += 1
+                if evicted and sim.in_window(at):
+                    sim.counters.preemptors_served += 1
                 return True
             remaining = [
                 c for c in option.candidates if c.pod.uid not in excluded and c not in evicted
@@ -303,7 +306,7 @@ class Controller:
             asked = asked_usages(victims, quota)
             ask = [(v, held, key) for v, held, key in asked if key not in answers]
             if ask:
-                decided = r.policy.evaluate(
+                decided = self.policy.evaluate(
                     preempt=[opa_input(preemption, v, self.fleet, held, now) for v, held, _ in ask]
                 ).preempt
                 for (_, _, key), d in zip(ask, decided, strict=True):
@@ -313,17 +316,17 @@ class Controller:
                 if not answers[key].allow:
                     excluded.add(victim.pod.uid)
                     denied = True
-                    if r.in_window(at):
-                        r.counters.preemptions_denied += 1
+                    if sim.in_window(at):
+                        sim.counters.preemptions_denied += 1
                     break
             if denied:
                 continue
             for victim in victims:
                 job = by_uid.get(victim.pod.uid)
                 if job is not None and job.node is not None and job.uid == victim.pod.uid:
-                    r.evict(job, at)
-                elif r.in_window(at):
+                    sim.evict(job, at)
+                elif sim.in_window(at):
                     # As `act.preempt._evict`: a victim that is gone has freed its devices.
-                    r.counters.victims_already_gone += 1
+                    sim.counters.victims_already_gone += 1
                 evicted.append(victim)
                 release(usage, victim)

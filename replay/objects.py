@@ -17,11 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.observe.model import Node, Pod
+from fleet import catalog
 from fleet import labels as keys
 from fleet.config import PoolConfig
 from fleet.nodes import node_taints, observed_labels
+from replay.node_pools import catalog_model
 from replay.scenarios import Scenario
 from replay.workloads import Workload
+
+MILLI = 1000
+"""Milli-GPUs in one GPU (the trace's `gpu_milli`)."""
 
 TERMINATION_GRACE_SECONDS = 30
 """Kubernetes' default terminationGracePeriodSeconds: GPUs stay held this long after a pod is
@@ -43,9 +48,19 @@ class PoolSpec:
 
     config: PoolConfig
     gpus_per_node: int
+    """Physical GPUs per node (what is billed)."""
     price_per_gpu_hour: float
     labels: dict[str, str]
     taints: tuple[dict[str, Any], ...]
+    cpu_milli: int = 0
+    """CPU per node, from the node list's shape; 0: not limited (pools written by hand)."""
+    memory_mib: int = 0
+    """Memory per node, likewise."""
+
+    @property
+    def sharing(self) -> bool:
+        """Time-sliced GPUs: a pod asking for part of a GPU takes only that share of one."""
+        return self.config.gpu_sharing is not None
 
     @property
     def name(self) -> str:
@@ -59,7 +74,7 @@ class PoolSpec:
         return Node(
             name=name,
             labels={**self.labels, "kubernetes.io/hostname": name},
-            allocatable={self.config.resource: self.gpus_per_node},
+            allocatable={self.config.resource: self.config.allocatable_per_node},
             taints=self.taints,
             ready=True,
             unschedulable=False,
@@ -72,10 +87,13 @@ def pool_specs(scenario: Scenario) -> list[PoolSpec]:
         if pool.accelerator.is_tpu:
             continue
         prices = scenario.fleet.models[pool.model].price_per_hour_usd
+        shape = scenario.pool_shapes.get(pool.name)
         specs.append(
             PoolSpec(
                 config=pool,
-                gpus_per_node=pool.allocatable_per_node,
+                gpus_per_node=pool.accelerators,
+                cpu_milli=shape.cpu_milli if shape else 0,
+                memory_mib=shape.memory_mib if shape else 0,
                 price_per_gpu_hour=prices.spot
                 if pool.capacity_type == "spot"
                 else prices.on_demand,
@@ -93,7 +111,10 @@ class SimNode:
     requested_at: float
     ready_at: float
     view: Node
-    free: int
+    gpu_left: list[int]
+    """Milli-GPUs free on each GPU."""
+    cpu_free: int = 0
+    memory_free: int = 0
     ready: bool = False
     gone_at: float | None = None
     jobs: list[Job] = field(default_factory=list)
@@ -104,6 +125,47 @@ class SimNode:
     def empty(self) -> bool:
         return not self.jobs and not self.ghosts
 
+    @property
+    def free(self) -> int:
+        """Wholly free GPUs."""
+        return sum(1 for left in self.gpu_left if left == MILLI)
+
+    @property
+    def free_milli(self) -> int:
+        return sum(self.gpu_left)
+
+    def gpus_for(self, job: Job) -> tuple[int, ...] | None:
+        """The GPUs the job would take here (a share: the fullest GPU with room, on a
+        time-sliced pool; else wholly free GPUs, lowest first), or None when it does not fit:
+        GPUs, CPU and memory (a pool without a shape limits GPUs only)."""
+        pool = self.pool
+        if pool.cpu_milli and (job.cpu_milli > self.cpu_free or job.memory_mib > self.memory_free):
+            return None
+        if pool.sharing and job.milli < MILLI:
+            best = -1
+            for i, left in enumerate(self.gpu_left):
+                if left >= job.milli and (best < 0 or left < self.gpu_left[best]):
+                    best = i
+            return None if best < 0 else (best,)
+        free = [i for i, left in enumerate(self.gpu_left) if left == MILLI]
+        return tuple(free[: job.gpus]) if len(free) >= job.gpus else None
+
+    def take(self, job: Job, gpus: tuple[int, ...]) -> int:
+        """Hold the job's share of these GPUs, CPU and memory; the milli-GPUs held."""
+        each = job.milli if self.pool.sharing and job.milli < MILLI else MILLI
+        for i in gpus:
+            self.gpu_left[i] -= each
+        self.cpu_free -= job.cpu_milli
+        self.memory_free -= job.memory_mib
+        return each * len(gpus)
+
+    def give_back(self, gpus: tuple[int, ...], milli: int, cpu: int, memory: int) -> None:
+        each = milli // max(1, len(gpus))
+        for i in gpus:
+            self.gpu_left[i] += each
+        self.cpu_free += cpu
+        self.memory_free += memory
+
 
 @dataclass(eq=False, slots=True, kw_only=True)
 class Ghost:
@@ -113,9 +175,20 @@ class Ghost:
     view: Pod
     node: SimNode
     gpus: int
+    """Requested (what counts against the team's quota)."""
     team: str
     hold_start: float
     release_at: float
+    slots: tuple[int, ...] = ()
+    held_milli: int = 0
+    """Milli-GPUs held on `slots`."""
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+    @property
+    def held(self) -> float:
+        """GPUs held (a share of one for a sharing pod on a time-sliced GPU)."""
+        return self.held_milli / MILLI
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -130,6 +203,14 @@ class Job:
     priority: int
     template: dict[str, Any]
     """Labels, annotations and spec shared by every pod of the job."""
+    milli: int = MILLI
+    """Per GPU: less than 1000 for a pod that asks for part of one GPU."""
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    slots: tuple[int, ...] = ()
+    """The GPUs of its node it holds while running."""
+    held_milli: int = 0
+    """Milli-GPUs it holds while running (its share, on a time-sliced GPU)."""
     state: State = State.WAITING
     attempt: int = 0
     progress: float = 0.0
@@ -157,10 +238,21 @@ class Job:
     lost_seconds: float = 0.0
     """Progress lost to preemption and interruptions (per GPU)."""
     denied_rules: tuple[str, ...] = ()
+    first_model: str | None = None
+    """The GPU model of the node its first pod ran on."""
+    first_slots: tuple[int, ...] = ()
+    """The GPUs of that node it held."""
+    pool_key: tuple[Any, ...] | None = None
+    """What decides the pools it may land on (`FleetState.compatible_pools`), once computed."""
 
     @property
     def team(self) -> str:
         return self.workload.team
+
+    @property
+    def held(self) -> float:
+        """GPUs held while running: the accounting's unit."""
+        return self.held_milli / MILLI
 
     @property
     def workload_type(self) -> str:
@@ -173,6 +265,14 @@ class Job:
     @property
     def uid(self) -> str:
         return f"replay-{self.workload.index}-{self.attempt}"  # pod_uid(attempt), inlined: hot
+
+    @property
+    def required_affinity(self) -> tuple[dict[str, Any], ...]:
+        affinity = self.template["spec"].get("affinity")
+        if not affinity:
+            return ()
+        required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        return tuple(required["nodeSelectorTerms"])
 
     def pod_name(self, attempt: int) -> str:
         return f"{self.workload.pod.name}-{attempt}"
@@ -256,6 +356,7 @@ class Job:
                 else None
             ),
             node_selector=dict(spec["nodeSelector"]),
+            required_affinity=self.required_affinity,
             tolerations=tuple(dict(t) for t in spec["tolerations"]),
             grace_seconds=TERMINATION_GRACE_SECONDS,
             containers=tuple(
@@ -315,10 +416,7 @@ def job_for(workload: Workload, scenario: Scenario) -> Job:
     capacity = scenario.capacity_of(kind)
     classes = wt.priority_classes
     pc = classes[1] if workload.high_priority and len(classes) > 1 else classes[0]
-    gpu_pools = [p for p in fleet.pools if not p.accelerator.is_tpu]
-    pool = next((p for p in gpu_pools if p.capacity_type == capacity), gpu_pools[0])
-    model = pool.accelerator
-    selector = {model.node_label: model.label_value}
+    selector, affinity = model_placement(workload, scenario)
     tolerations: list[dict[str, Any]] = [
         {"key": keys.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
     ]
@@ -346,6 +444,7 @@ def job_for(workload: Workload, scenario: Scenario) -> Job:
         "spec": {
             "priorityClassName": pc.name,
             "nodeSelector": selector,
+            **({"affinity": affinity} if affinity else {}),
             "tolerations": tolerations,
             "containers": [
                 {
@@ -356,12 +455,50 @@ def job_for(workload: Workload, scenario: Scenario) -> Job:
             ],
         },
     }
+    pod = workload.pod
     return Job(
         workload=workload,
         gpus=workload.gpus,
+        milli=pod.gpu_milli if pod.shared else MILLI,
+        cpu_milli=pod.cpu_milli,
+        memory_mib=pod.memory_mib,
         capacity=capacity,
         namespace=namespace,
         priority_class=pc.name,
         priority=pc.value,
         template=template,
     )
+
+
+def model_placement(
+    workload: Workload, scenario: Scenario
+) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The node selector and required node affinity that say which GPU models a pod accepts:
+    the models its `gpu_spec` names, or any model of the fleet. The admission gate denies a pod
+    that selects no model, so even a pod that takes any model says so (affinity `In` them all);
+    one model is a plain node selector."""
+    fleet_models: list[str] = []
+    for pool in scenario.fleet.pools:
+        if not pool.accelerator.is_tpu and pool.model not in fleet_models:
+            fleet_models.append(pool.model)
+    named = [catalog_model(m) for m in workload.pod.gpu_spec]
+    accepted = [m for m in named if m in catalog.MODELS] if named else fleet_models
+    if not accepted:
+        accepted = fleet_models[:1]  # names no model the catalog knows: the gate decides
+    models = [catalog.MODELS[m] for m in accepted]
+    if len(models) == 1:
+        return {models[0].node_label: models[0].label_value}, None
+    term = {
+        "matchExpressions": [
+            {
+                "key": models[0].node_label,
+                "operator": "In",
+                "values": [m.label_value for m in models],
+            }
+        ]
+    }
+    return {}, {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }

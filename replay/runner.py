@@ -18,6 +18,7 @@ from typing import Any
 import replay.controller_pass  # noqa: F401  (imported once, before workers fork)
 from localfleet.servers import OpaServer
 from replay.engine import Replay, Settings
+from replay.node_pools import node_shapes, pool_gpus
 from replay.opa import BatchClient
 from replay.results import scenario_figures
 from replay.scenarios import DEFAULT_SCENARIOS, Scenario, ScenarioSet, load_scenarios
@@ -64,7 +65,11 @@ class Options:
 
 
 def trace_variables(trace: Trace) -> dict[str, int]:
-    return {"peak_gpus": trace.peak_gpus()}
+    """`peak_gpus`: the most GPUs the pods held at once; `fleet_gpus`: what the pools built
+    from the node list for that peak can hold (the peak without a node list)."""
+    peak = trace.peak_gpus()
+    shapes = node_shapes(trace.nodes)
+    return {"peak_gpus": peak, "fleet_gpus": pool_gpus(shapes, peak_gpus=peak) if shapes else peak}
 
 
 def measurement_window(trace: Trace, spec: str) -> tuple[float, float]:
@@ -132,7 +137,12 @@ _inherited: _Inputs | None = None
 def _inputs(options: Options) -> _Inputs:
     trace = load_trace(options.trace_dir, pod_file=options.pod_file, node_file=options.node_file)
     variables = trace_variables(trace)
-    scenarios = load_scenarios(options.scenarios, variables=variables, only=options.only)
+    scenarios = load_scenarios(
+        options.scenarios,
+        variables=variables,
+        only=options.only,
+        shapes=node_shapes(trace.nodes),
+    )
     return _Inputs(
         options=options,
         trace=trace,

@@ -25,6 +25,7 @@ import yaml
 from controller.config import FleetView, parse_config
 from fleet.config import FleetConfig, PoolConfig, parse_fleet
 from fleet.render import render_opa_data
+from replay.node_pools import NodeShape, pools_for
 from replay.workloads import WORKLOAD_TYPES
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parent / "scenarios.yaml"
@@ -51,6 +52,9 @@ class Scenario:
     """The controller's view of `document`."""
     priorities: dict[str, int]
     """PriorityClass name → value, as the cluster would hold them."""
+    pool_shapes: dict[str, NodeShape]
+    """The node list's shape of each pool built from it (`trace_pools`); pools written out in
+    the file have none (their nodes' CPU and memory are not limited)."""
 
     @property
     def period_seconds(self) -> int:
@@ -175,6 +179,7 @@ def load_scenarios(
     *,
     variables: Mapping[str, int],
     only: tuple[str, ...] = (),
+    shapes: list[NodeShape] | None = None,
 ) -> ScenarioSet:
     """The file's default scenarios, or those named in `only` (`all`: every one), in the
     file's order."""
@@ -201,7 +206,9 @@ def load_scenarios(
             continue
         if not only and entry.get("default", True) is False:
             continue
-        scenarios.append(_scenario(entry, raw.get("fleet") or {}, assignment, path))
+        scenarios.append(
+            _scenario(entry, raw.get("fleet") or {}, assignment, path, shapes, variables)
+        )
     return ScenarioSet(
         scenarios=scenarios, assignment=assignment, source=str(path), variables=dict(variables)
     )
@@ -224,6 +231,8 @@ def _scenario(
     base: dict[str, Any],
     assignment: dict[str, dict[str, float]],
     path: Path,
+    shapes: list[NodeShape] | None = None,
+    variables: Mapping[str, int] | None = None,
 ) -> Scenario:
     name = str(entry["name"])
     at = f"{path}: scenario {name}"
@@ -235,7 +244,25 @@ def _scenario(
     if queueing not in QUEUEING:
         raise ScenarioError(f"{at}.queueing: one of {', '.join(QUEUEING)}")
     spot_types = _strings(entry.get("spot_types", []), f"{at}.spot_types")
-    fleet = parse_fleet(_merge(base, entry.get("fleet") or {}))
+    merged = _merge(base, entry.get("fleet") or {})
+    pool_shapes: dict[str, NodeShape] = {}
+    trace_pools = entry.get("trace_pools")
+    if trace_pools is not None:
+        if not isinstance(trace_pools, list) or not all(isinstance(t, dict) for t in trace_pools):
+            raise ScenarioError(f"{at}.trace_pools: a list of pool settings")
+        if not shapes:
+            raise ScenarioError(f"{at}.trace_pools: the trace has no node list to build pools from")
+        pools = []
+        for spec in trace_pools:
+            built = pools_for(shapes, spec, peak_gpus=int((variables or {}).get("peak_gpus", 1)))
+            pools += built
+            pool_shapes |= {p["name"]: s for p, s in zip(built, shapes, strict=True)}
+        clusters = merged.get("clusters") or [{"name": "replay", "provider": "local"}]
+        merged["clusters"] = [{**clusters[0], "pools": pools}, *clusters[1:]]
+    # The replay runs the controller's decision code itself: its fleet deploys no CronJob (and
+    # so names no controller image).
+    merged["controller"] = {**(merged.get("controller") or {}), "deploy": False}
+    fleet = parse_fleet(merged)
     teams = {t.name for t in fleet.teams}
     for kind, shares in assignment.items():
         missing = [t for t in shares if t not in teams]
@@ -256,4 +283,5 @@ def _scenario(
         document=document,
         view=parse_config(document),
         priorities={pc.name: pc.value for pc in fleet.priority_classes()},
+        pool_shapes=pool_shapes,
     )

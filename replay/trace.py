@@ -37,6 +37,9 @@ DEFAULT_NODE_FILE = "openb_node_list_gpu_node.csv"
 
 REQUIRED_POD_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time")
 REQUIRED_NODE_COLUMNS = ("sn", "gpu", "model")
+REQUIRED_REQUEST_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+"""What the packing experiment needs of a pod list; lists published for packing experiments
+have no times."""
 
 
 class TraceError(ValueError):
@@ -82,6 +85,31 @@ class TraceNode:
     name: str
     gpus: int
     model: str
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodRequest:
+    """What one pod of a pod list asks for, times aside (the packing experiment's input):
+    CPU-only pods too, since they take CPU and memory from GPU nodes."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    """Per GPU: 1000 for whole GPUs, less for a share of one GPU, 0 without GPUs."""
+    gpu_spec: tuple[str, ...] = ()
+    """GPU models the pod accepts; empty for any."""
+
+    @property
+    def shared(self) -> bool:
+        return self.num_gpu == 1 and 0 < self.gpu_milli < 1000
+
+    @property
+    def gpu_milli_total(self) -> int:
+        return self.num_gpu * self.gpu_milli
 
 
 @dataclass(kw_only=True)
@@ -154,9 +182,15 @@ def _int(row: dict[str, str], key: str, path: Path, line: int, default: int | No
 def _check_columns(path: Path, header: Sequence[str] | None, required: tuple[str, ...]) -> None:
     missing = [c for c in required if c not in (header or [])]
     if missing:
+        untimed = all(c in (header or []) for c in REQUIRED_REQUEST_COLUMNS)
+        hint = (
+            "; a list without times is for packing: `fleetplane replay --mode pack`"
+            if untimed and required == REQUIRED_POD_COLUMNS
+            else ""
+        )
         raise TraceError(
             f"{path}: missing column(s) {', '.join(missing)}; a replay needs "
-            f"{', '.join(required)} (times in seconds from the start of the trace)"
+            f"{', '.join(required)} (times in seconds from the start of the trace){hint}"
         )
 
 
@@ -207,8 +241,41 @@ def read_nodes(path: Path) -> list[TraceNode]:
         for line, row in enumerate(reader, start=2):
             gpus = _int(row, "gpu", path, line, default=0)
             if gpus > 0:
-                nodes.append(TraceNode(name=row["sn"], gpus=gpus, model=row.get("model") or ""))
+                nodes.append(
+                    TraceNode(
+                        name=row["sn"],
+                        gpus=gpus,
+                        model=row.get("model") or "",
+                        cpu_milli=_int(row, "cpu_milli", path, line, default=0),
+                        memory_mib=_int(row, "memory_mib", path, line, default=0),
+                    )
+                )
     return nodes
+
+
+def read_pod_requests(path: Path) -> list[PodRequest]:
+    """Every pod of a pod list, in file order, as resource requests (no times needed)."""
+    if not path.is_file():
+        raise TraceError(f"{path}: no such pod list")
+    pods: list[PodRequest] = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        _check_columns(path, reader.fieldnames, REQUIRED_REQUEST_COLUMNS)
+        for line, row in enumerate(reader, start=2):
+            num_gpu = _int(row, "num_gpu", path, line)
+            pods.append(
+                PodRequest(
+                    name=row["name"],
+                    cpu_milli=_int(row, "cpu_milli", path, line),
+                    memory_mib=_int(row, "memory_mib", path, line),
+                    num_gpu=num_gpu,
+                    gpu_milli=_int(row, "gpu_milli", path, line) if num_gpu > 0 else 0,
+                    gpu_spec=tuple(s for s in (row.get("gpu_spec") or "").split("|") if s),
+                )
+            )
+    if not pods:
+        raise TraceError(f"{path}: no pods")
+    return pods
 
 
 def load_trace(

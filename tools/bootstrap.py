@@ -675,7 +675,15 @@ def pinned_tools() -> list[Tool]:
             name="alertmanager",
             package="prometheus-alertmanager",
             version="0.25.0",
-            files={"alertmanager": "usr/bin/prometheus-alertmanager", "amtool": "usr/bin/amtool"},
+            # Debian's build reads its default notification template from /usr/share instead of
+            # embedding it; the local fleet lays this copy over /usr/share for its process.
+            files={
+                "alertmanager": "usr/bin/prometheus-alertmanager",
+                "amtool": "usr/bin/amtool",
+                "share/prometheus/alertmanager/default.tmpl": (
+                    "usr/share/prometheus/alertmanager/default.tmpl"
+                ),
+            },
         ),
         # What a real container node needs: containerd (its CRI plugin is built in) with runc,
         # the CNI plugins a bridge network takes, a registry for pulls by digest, and catatonit

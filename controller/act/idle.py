@@ -47,6 +47,20 @@ def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
     for verdict, count in plan.counts().items():
         rt.summary.set("idle_pods", count, verdict=verdict)
     for judgement in plan.judgements:
+        if judgement.verdict in IDLE_VERDICTS:
+            pod = judgement.pod
+            team = rt.fleet.namespaces.get(pod.namespace)
+            for resource, devices in pod.demand.items():
+                if team is not None and devices:
+                    rt.summary.inc(
+                        "team_gpus",
+                        devices,
+                        state="idle",
+                        team=team,
+                        resource=resource,
+                        workload_type=pod.workload_type or "unlabelled",
+                    )
+    for judgement in plan.judgements:
         if judgement.verdict == Verdict.NO_EVIDENCE:
             rt.log.info(
                 "idle.no-evidence", pod=judgement.pod.key, reason=judgement.reason, action="none"
@@ -217,7 +231,42 @@ def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
         for judgement in item.pods:
             rt.events.emit(pod_ref(judgement), "IdleReclaimed", f"{why} (via {ref})", warning=True)
     rt.done(CONCERN, "reclaim", target.key, why, method=target.method)
+    _count_reclaimed(rt, item)
     return True
+
+
+IDLE_VERDICTS = frozenset({Verdict.WARN, Verdict.WAITING, Verdict.RECLAIM})
+"""Verdicts of pods judged idle (warned, waiting out the grace, or due): their GPUs count as
+idle in `fleetplane_team_gpus{state="idle"}`."""
+
+
+def _count_reclaimed(rt: Runtime, item: ReclaimPlan) -> None:
+    """The GPUs a reclaim freed, and the idle GPU-hours and spend it ended, estimated as one
+    more idle window at the pod's price (docs/contracts.md, "Controller metrics")."""
+    for judgement in item.pods:
+        pod = judgement.pod
+        team = rt.fleet.namespaces.get(pod.namespace)
+        node = rt.nodes.get(pod.node_name or "")
+        if team is None:
+            continue
+        model = rt.fleet.model_of_node(node.labels) if node is not None else None
+        capacity_type = node.capacity_type if node is not None else ""
+        window_hours = (judgement.rule.window_seconds if judgement.rule else 0) / 3600.0
+        for resource, devices in pod.demand.items():
+            if not devices:
+                continue
+            labels = {
+                "team": team,
+                "resource": resource,
+                "workload_type": pod.workload_type or "unlabelled",
+                "model": model.name if model else "",
+                "capacity_type": capacity_type,
+            }
+            rt.summary.inc("reclaimed_gpus", devices, **labels)
+            rt.summary.inc("reclaimed_gpu_hours", devices * window_hours, **labels)
+            price = model.price_per_hour_usd.get(capacity_type) if model else None
+            if price is not None and model is not None and model.resource == resource:
+                rt.summary.inc("reclaim_savings_usd", devices * window_hours * price, **labels)
 
 
 def _record(why: str, rt: Runtime, extra: dict[str, str] | None = None) -> dict[str, Any]:

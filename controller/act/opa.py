@@ -79,38 +79,33 @@ class Opa:
             reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
         )
 
-    @staticmethod
-    def prepare() -> None:
-        """Import opa-python-client ahead of `publish_spend` (about 0.2 s of imports: it pulls
-        in aiohttp); a pass does it in the background while it waits for the cluster."""
-        import opa_client  # noqa: F401
-
-    def _client(self) -> Any:
-        from opa_client import OpaClient  # imported when needed: it pulls in aiohttp
-
-        parts = urlsplit(self.url)
-        https = parts.scheme == "https"
-        return OpaClient(
-            host=parts.hostname or "localhost",
-            port=parts.port or (443 if https else 80),
-            ssl=(self.ca_file or True) if https else False,
-            timeout=self.timeout,
-            retries=0,
-        )
-
     def publish_spend(self, document: dict[str, Any]) -> None:
-        """Replace `data.fleetplane.spend` with the document (team → record)."""
+        """Replace `data.fleetplane.spend` with the document (team → record): OPA's Data API,
+        `PUT /v1/data/fleetplane/spend`, as `publish_spend_to` sends it to each replica (one
+        HTTP request needs no client library; opa-python-client pulled aiohttp into the
+        controller's image for this one call)."""
         self.requests_made += 1
+        url = f"{self.url.rstrip('/')}/v1/data/{SPEND_PATH}"
         try:
-            with self._client() as client:
-                client.update_or_create_data(document, SPEND_PATH)
+            response = requests.put(
+                url,
+                data=orjson.dumps(document),
+                headers={"Content-Type": "application/json"},
+                timeout=self.timeout,
+                verify=self._verify,
+            )
         except requests.RequestException as error:
             raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
-        except Exception as error:  # opa_client raises its own error types
-            name = type(error).__name__
-            if "Connection" in name:
-                raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
-            raise PermanentError(f"opa {self.url}: publishing spend: {name}: {error}") from error
+        if response.status_code >= 500:
+            raise TemporaryError(
+                f"opa {self.url}: publishing spend: HTTP {response.status_code}: "
+                f"{response.text[:200]}"
+            )
+        if response.status_code != 204:
+            raise PermanentError(
+                f"opa {self.url}: publishing spend: HTTP {response.status_code}: "
+                f"{response.text[:200]}"
+            )
 
     def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
         """Replace `data.fleetplane.spend` on each replica at its pod address, with the scheme of

@@ -14,7 +14,7 @@ from controller.config import FleetView, Settings
 from controller.errors import ControllerError, InjectedFault, error_kind
 from controller.log import Log
 from controller.observe.kube import KubeClient
-from controller.observe.model import Namespace
+from controller.observe.model import Namespace, Node
 from controller.summary import Summary
 
 T = TypeVar("T")
@@ -37,6 +37,7 @@ class Runtime:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     after_action: Callable[[str], None] | None = None
     namespaces: dict[str, Namespace] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
     events: EventRecorder = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:

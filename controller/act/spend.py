@@ -32,6 +32,7 @@ def act_on_spend(rt: Runtime, plan: SpendPlan) -> dict[str, TeamSpend]:
     for team, spend in sorted(plan.teams.items()):
         rt.summary.set("team_spend_usd", round(spend.usd, 2), team=team)
         rt.summary.set("team_budget_ratio", round(spend.ratio, 4), team=team)
+        rt.summary.set("team_budget_usd", spend.budget_usd, team=team)
         if spend.dropped_by_cap:
             rt.log.warning("spend.accumulator.capped", team=team, dropped=spend.dropped_by_cap)
         written[team] = spend
@@ -55,6 +56,9 @@ def act_on_spend(rt: Runtime, plan: SpendPlan) -> dict[str, TeamSpend]:
     for (team, _, _), recorded in zip(to_record, rt.each(to_record, record), strict=True):
         if recorded is not None:
             written[team] = recorded
+    for team, spend in written.items():  # a conflict may have folded again
+        rt.summary.set("team_spend_usd", round(spend.usd, 2), team=team)
+        rt.summary.set("team_budget_ratio", round(spend.ratio, 4), team=team)
     document = {team: spend.opa_record(rt.now) for team, spend in written.items()}
     if rt.dry_run:
         rt.would(CONCERN, "publish", "data.fleetplane.spend", _describe(written))

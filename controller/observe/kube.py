@@ -94,6 +94,7 @@ from controller.observe.k8s_pb import meta_v1_pb2, runtime_pb2
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 PROTOBUF_MAGIC = b"k8s\x00"
 DEFAULT_PAGE = 500
@@ -507,6 +508,13 @@ class KubeClient:
         """JSON merge patch; put `metadata.resourceVersion` in it for a 409 on a stale read."""
         return self._object(
             "PATCH", path, self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        )
+
+    def strategic_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Strategic merge patch: lists with a merge key (a node's taints by `key`, its
+        conditions by `type`) are merged element by element instead of replaced."""
+        return self._object(
+            "PATCH", path, self.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
         )
 
     def delete(self, path: str, body: dict[str, Any] | None = None) -> Any:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.observe.model import format_time
+from controller.remediation.states import STATE_LABEL as HEALTH_STATE_LABEL
 from controller.upgrade import states
 from controller.upgrade.handlers import HANDLERS, Context, driver_restarted
 from controller.upgrade.limits import in_any_window, next_opening, upgrade_slots
@@ -300,6 +301,11 @@ def _admit(
     for node in candidates:
         if not node.ready:
             notes[node.name] = "NotReady: not started until it is Ready again"
+            continue
+        held = node.labels.get(HEALTH_STATE_LABEL)
+        if held:
+            # The two machines never act on one node at once (controller/remediation).
+            notes[node.name] = f"held by GPU health remediation ({held}): not started"
             continue
         already = node.unschedulable  # already out of service: takes no unavailability slot
         free = (

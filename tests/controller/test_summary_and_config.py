@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller.config import ConfigProblems, Settings, parse_config
-from controller.summary import Summary
+from controller.summary import Summary, parse_exposition
 from tests.controller.builders import assert_same, config_document, fleet
 
 
@@ -15,19 +15,87 @@ def test_exposition_is_prometheus_text_with_help_and_type(tmp_path: Path) -> Non
     summary = Summary(dry_run=True)
     summary.action("idle", "warn", "done")
     summary.action("idle", "warn", "done")
+    summary.action("idle", "reclaim", "denied")
     summary.set("team_spend_usd", 12.5, team='re"search')
     summary.finish(api_requests=7)
     text = summary.exposition()
-    assert "# HELP fleetplane_controller_actions " in text
-    assert "# TYPE fleetplane_controller_actions gauge" in text
-    assert 'fleetplane_controller_actions{action="warn",concern="idle",outcome="done"} 2' in text
-    assert 'fleetplane_controller_team_spend_usd{team="re\\"search"} 12.5' in text
+    assert "# HELP fleetplane_controller_actions_total " in text
+    assert "# TYPE fleetplane_controller_actions_total counter" in text
+    assert (
+        'fleetplane_controller_actions_total{action="warn",concern="idle",outcome="done"} 2' in text
+    )
+    assert (
+        'fleetplane_controller_refusals_total{action="reclaim",concern="idle",reason="policy"} 1'
+        in text
+    )
+    assert 'fleetplane_team_spend_usd{team="re\\"search"} 12.5' in text
     assert "fleetplane_controller_api_requests 7" in text
     assert "fleetplane_controller_dry_run 1" in text
+    assert 'fleetplane_controller_passes_total{outcome="success"} 1' in text
+    assert "# TYPE fleetplane_controller_pass_duration_seconds gauge" in text
     target = tmp_path / "out" / "controller.prom"
     summary.write_textfile(target)
     assert target.read_text() == text
     assert [p.name for p in target.parent.iterdir()] == ["controller.prom"]
+
+
+def test_counters_and_the_histogram_continue_from_the_previous_pass(tmp_path: Path) -> None:
+    """Each pass is a new process: counters add to what was published before, gauges do not."""
+    target = tmp_path / "controller.prom"
+    first = Summary()
+    first.action("idle", "reclaim", "done")
+    first.observe("queue_wait", 45, team="research", workload_type="training")
+    first.set("team_spend_usd", 10, team="research")
+    first.finish(api_requests=1)
+    first.write_textfile(target)
+    second = Summary()
+    second.action("idle", "reclaim", "done")
+    second.observe("queue_wait", 4000, team="research", workload_type="training")
+    second.set("team_spend_usd", 12, team="research")
+    second.finish(api_requests=1)
+    second.write_textfile(target)
+    series = parse_exposition(target.read_text())
+    labels = (("action", "reclaim"), ("concern", "idle"), ("outcome", "done"))
+    assert series[("fleetplane_controller_actions_total", labels)] == 2
+    assert series[("fleetplane_controller_passes_total", (("outcome", "success"),))] == 2
+    assert series[("fleetplane_team_spend_usd", (("team", "research"),))] == 12
+    wait = (("team", "research"), ("workload_type", "training"))
+    assert series[("fleetplane_queue_wait_seconds_count", wait)] == 2
+    assert series[("fleetplane_queue_wait_seconds_sum", wait)] == 4045
+    assert series[("fleetplane_queue_wait_seconds_bucket", (("le", "60"), *wait))] == 1
+    assert series[("fleetplane_queue_wait_seconds_bucket", (("le", "7200"), *wait))] == 2
+    assert series[("fleetplane_queue_wait_seconds_bucket", (("le", "+Inf"), *wait))] == 2
+
+
+def test_a_pushgateway_group_is_read_back_without_its_grouping_labels() -> None:
+    text = (
+        "# TYPE fleetplane_controller_actions_total counter\n"
+        'fleetplane_controller_actions_total{action="warn",concern="idle",instance="",'
+        'job="fleetplane-controller",outcome="done"} 3\n'
+        'fleetplane_controller_actions_total{action="warn",concern="idle",instance="",'
+        'job="other",outcome="done"} 9\n'
+        'push_time_seconds{instance="",job="fleetplane-controller"} 1.7e+09\n'
+    )
+    found = parse_exposition(text, group={"job": "fleetplane-controller"})
+    labels = (("action", "warn"), ("concern", "idle"), ("outcome", "done"))
+    assert found[("fleetplane_controller_actions_total", labels)] == 3
+    assert ("push_time_seconds", ()) in found  # not a family of ours: never carried over
+    summary = Summary()
+    summary.finish(api_requests=0)
+    assert "push_time_seconds" not in summary.exposition(found)
+
+
+def test_a_pushgateway_that_is_down_is_a_temporary_error_quickly() -> None:
+    import time
+
+    from controller.errors import TemporaryError
+
+    summary = Summary()
+    summary.finish(api_requests=0)
+    started = time.monotonic()
+    with pytest.raises(TemporaryError):
+        summary.push("http://127.0.0.1:9", timeout=1)
+    assert time.monotonic() - started < 5
 
 
 def test_config_view_finds_models_and_teams() -> None:

@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "budget",
     "pools",
     "upgrade",
+    "health",
     "gpu_operator",
     "controller",
 }
@@ -33,7 +34,7 @@ TEAM_KEYS = {
     "quota",
     "budget_exempt_types",
 }
-MODEL_KEYS = {"resource", "node_label", "label_value", "price_per_hour_usd"}
+MODEL_KEYS = {"resource", "node_label", "label_value", "price_per_hour_usd", "thermal"}
 WORKLOAD_TYPE_KEYS = {
     "max_accelerators",
     "capacity",
@@ -141,8 +142,11 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",
         "image": None,
+        "pushgateway_url": "http://127.0.0.1:9091",
     }
     prod = render_opa_data(stack_fleets["prod"])["controller"]
+    # The in-cluster Pushgateway the components declare.
+    assert prod["pushgateway_url"] == "http://fleetplane-pushgateway.fleetplane-system.svc:9091"
     assert prod["opa_url"] == "https://fleetplane-opa.fleetplane-system.svc:443"
     assert prod["opa_ca_file"] == "/etc/fleetplane/opa-ca/ca.crt"
     # The in-cluster OPA's replicas, each of which gets the spend document.

@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import pytest
-from opa_client import OpaClient
 
 from localfleet.controlplane import LocalCluster, inventory
 from localfleet.servers import OpaServer, Sample
@@ -123,14 +122,16 @@ def test_pod_asking_more_gpus_than_any_node_has_stays_pending(
     assert "Insufficient nvidia.com/gpu" in json.dumps(pod["status"]["conditions"])
 
 
-def test_opa_answers_through_opa_python_client(opa_server: OpaServer) -> None:
+def test_opa_takes_data_as_the_controller_publishes_it(opa_server: OpaServer) -> None:
+    """The controller's own client (controller.act.opa) replaces a data document, and OPA
+    serves it back."""
+    from controller.act import opa as controller_opa
+
     opa_server.put_data("smoke", {"gpus_per_node": 8})
-    port = int(opa_server.url.rsplit(":", 1)[1])
-    with OpaClient(host="127.0.0.1", port=port) as client:
-        assert client.check_connection() is True
-        client.update_or_create_data({"gpus_per_node": 4}, "smoke")
-        answer = client.get_data("smoke")
-    assert answer["result"] == {"gpus_per_node": 4}
+    client = controller_opa.Opa(opa_server.url)
+    client.publish_spend({"research": {"usd": 4.0}})
+    assert opa_server.query("fleetplane/spend") == {"research": {"usd": 4.0}}
+    assert opa_server.query("smoke") == {"gpus_per_node": 8}
 
 
 def test_prometheus_answers_promql_over_dcgm_series(prometheus_factory: Any) -> None:

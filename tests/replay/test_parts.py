@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.scenarios import ScenarioError, evaluate, load_scenarios
+from replay.node_pools import node_shapes
+from replay.runner import trace_variables
+from replay.scenarios import ScenarioError, ScenarioSet, evaluate, load_scenarios
 from replay.trace import DEFAULT_TRACE_DIR, TraceError, load_trace, read_pods
 from replay.workloads import (
     CALIBRATION_TARGETS,
@@ -72,13 +74,36 @@ def test_sizes_in_the_scenario_file_are_arithmetic_on_the_trace() -> None:
         evaluate("peak_gpus / 2", {"peak_gpus": 3})
 
 
+def default_scenario_set() -> ScenarioSet:
+    """The shipped scenarios, sized by the default trace as a run sizes them."""
+    trace = load_trace(DEFAULT_TRACE_DIR)
+    return load_scenarios(variables=trace_variables(trace), shapes=node_shapes(trace.nodes))
+
+
 def test_every_default_scenario_is_a_valid_configuration() -> None:
-    scenarios = load_scenarios(variables={"peak_gpus": 71}).scenarios
+    scenarios = default_scenario_set().scenarios
     assert [s.name for s in scenarios] == ["fixed", "autoscaled", "spot", "reclaim", "governed"]
     fixed, autoscaled, spot, _, governed = scenarios
-    assert [(p.min_nodes, p.max_nodes) for p in fixed.fleet.pools] == [(9, 9)]
-    assert [(p.min_nodes, p.max_nodes) for p in autoscaled.fleet.pools] == [(0, 9)]
-    assert [(p.min_nodes, p.max_nodes) for p in spot.fleet.pools] == [(0, 9), (0, 5)]
+    # One pool per node shape of the node list (15), with all seven of its GPU models.
+    assert len(fixed.fleet.pools) == 15
+    assert {p.model for p in fixed.fleet.pools} == {
+        "alibaba-g2",
+        "alibaba-g3",
+        "t4",
+        "p100",
+        "v100-16gb",
+        "v100-32gb",
+        "a10",
+    }
+    assert all(p.min_nodes == p.max_nodes for p in fixed.fleet.pools)
+    g2 = next(p for p in autoscaled.fleet.pools if p.model == "alibaba-g2")
+    # The G2 shape holds 71 % of the node list's GPUs: 71 % of the 71-GPU peak is 7 nodes.
+    assert (g2.min_nodes, g2.max_nodes, g2.accelerators) == (0, 7, 8)
+    assert autoscaled.pool_shapes[g2.name].cpu_milli == 96000
+    spot_pools = [p for p in spot.fleet.pools if p.capacity_type == "spot"]
+    assert len(spot_pools) == 15 and sum(p.max_nodes * p.accelerators for p in spot_pools) < sum(
+        p.max_nodes * p.accelerators for p in spot.fleet.pools if p.capacity_type == "on-demand"
+    )
     assert fixed.capacity_of("batch") == "on-demand"
     assert spot.capacity_of("training") == "spot"
     assert spot.capacity_of("notebook") == "on-demand"
@@ -94,13 +119,13 @@ def test_every_default_scenario_is_a_valid_configuration() -> None:
 @pytest.fixture(scope="module")
 def default_workloads() -> list[Workload]:
     trace = load_trace(DEFAULT_TRACE_DIR)
-    shares = load_scenarios(variables={"peak_gpus": 71}).assignment
+    shares = default_scenario_set().assignment
     return generate(trace.pods, shares)
 
 
 def test_the_generator_is_reproducible(default_workloads: list[Workload]) -> None:
     trace = load_trace(DEFAULT_TRACE_DIR)
-    shares = load_scenarios(variables={"peak_gpus": 71}).assignment
+    shares = default_scenario_set().assignment
     again = generate(trace.pods[:200], shares)
     assert [(w.workload_type, w.team, w.profile) for w in again] == [
         (w.workload_type, w.team, w.profile) for w in default_workloads[:200]

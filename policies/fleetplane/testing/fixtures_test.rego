@@ -215,6 +215,7 @@ config := {
 			"driver_version": "",
 		},
 	},
+	"health": {"max_unavailable": "10%", "max_runtime_grace_seconds": 1800},
 	"upgrade": {
 		"maintenance_windows": [
 			{

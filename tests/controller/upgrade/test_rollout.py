@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from controller.observe.kube import object_path
-from controller.upgrade import cli, states
+from controller.upgrade import states
 from controller.upgrade.limits import resolve_max_unavailable
 from controller.upgrade.rollout import upgrade_status
+from tests.commands import fleetplane
 from tests.controller.upgrade.lab import (
     NEW,
     OLD,
@@ -230,26 +231,31 @@ def test_a_failed_validation_halts_the_pool_until_cleared(
     assert "ecc_dbe" in report.failed[bad]
     assert report.blocks[0].startswith(f"halted: node(s) {bad} failed")
     args = lab.cli_args(tmp_path, now)
-    assert cli.main(["status", *args]) == 0
+    assert fleetplane(*["controller", "upgrade", "status", *args]) == 0
     text = capsys.readouterr().out
     assert f"pool {lab.pool}: target driver {NEW}, 3 node(s), HALTED" in text
     assert f"{bad}: validation failed: GPU 3: ecc_dbe" in text
     assert "upgrade-failed 1, upgrade-required 2" in text
-    assert cli.main(["status", "--json", *args]) == 0
+    assert fleetplane(*["controller", "upgrade", "status", "--json", *args]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["pools"][0]["halted"] is True
     # Clearing is the operator's explicit action; a node that is not failed cannot be cleared.
-    assert cli.main(["clear", other, *args]) == 1
+    assert fleetplane(*["controller", "upgrade", "clear", other, *args]) == 1
     assert "is not failed" in capsys.readouterr().err
-    assert cli.main(["clear", bad, "--dry-run", *args]) == 0
+    assert fleetplane(*["controller", "upgrade", "clear", bad, "--dry-run", *args]) == 0
     assert lab.observe(now).states[bad] == states.UPGRADE_FAILED
     # The operator replaces the GPU and clears the node: it must validate again before it is done.
     lab.scenarios.pop(bad)
-    assert cli.main(["clear", bad, *args]) == 0
+    assert fleetplane(*["controller", "upgrade", "clear", bad, *args]) == 0
     assert "validating the node again" in capsys.readouterr().out
     assert "DriverUpgradeFailureCleared" in lab.events(bad)
     assert lab.observe(now).states[bad] == states.VALIDATION_REQUIRED
-    assert cli.main(["run", "--dry-run", *lab.cli_args(tmp_path, now + STEP)]) == 0
+    assert (
+        fleetplane(
+            *["controller", "upgrade", "run", "--dry-run", *lab.cli_args(tmp_path, now + STEP)]
+        )
+        == 0
+    )
     assert f"would create-validator {bad}" in capsys.readouterr().out
     seen = drive(lab, start=now + STEP, until=lambda o: o.states[other] == states.CORDON_REQUIRED)
     done = first(seen, bad, states.UPGRADE_DONE)

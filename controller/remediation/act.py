@@ -1,0 +1,341 @@
+"""Carrying out a health plan: OPA first, then the step's actions, then its state, then an Event.
+
+Per step (the upgrade's order, controller/upgrade/act.py): every step that changes the node or
+its pods asks `fleetplane/decisions/health` with the step's action; anything but an explicit
+allow (a deny, OPA down, a malformed answer) leaves the node where it is. Then the actions in
+order, each idempotent (cordoning a cordoned node, a taint or condition patched by its key, an
+eviction of a pod already gone, a validator that already exists); then, only when every action
+completed, the state label, the timer, the detail and the remediation request, written with
+the resourceVersion last seen (a conflict re-reads the node and writes only if it is still in
+the state the step was planned from); the answer must carry the new label; then the Event.
+Under `--dry-run` OPA is asked and every action printed; nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from controller.act.events import EventRecorder
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
+from controller.log import Log
+from controller.observe.kube import KubeClient, pod_path
+from controller.observe.model import format_time
+from controller.remediation import states
+from controller.remediation.plan import (
+    RETURN,
+    Condition,
+    Cordon,
+    CreateValidator,
+    DeleteValidator,
+    Evict,
+    Plan,
+    Step,
+    Taint,
+    Uncordon,
+    Untaint,
+)
+from controller.upgrade.act import _delete_exactly, node_path, node_ref, pod_ref
+
+CONCERN = "health"
+DECISION = "health"
+
+
+@dataclass(kw_only=True)
+class ActReport:
+    denied: dict[str, str] = field(default_factory=dict)
+    refused_evictions: list[str] = field(default_factory=list)
+    moved: dict[str, str] = field(default_factory=dict)
+    """Node -> the state it was moved to (`in-service` when returned)."""
+    returned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Node -> what its fault cost (the history entry written on return)."""
+    failed_steps: int = 0
+
+
+def opa_input(step: Step, now: float) -> dict[str, Any]:
+    fault = step.fault.as_dict() if step.fault else (step.node.detail.fault or {})
+    return {
+        "action": step.decision,
+        "node": step.node.view.manifest(),
+        "pool": step.node.pool,
+        "pool_nodes": step.pool_nodes,
+        "pool_out_of_service": step.pool_out,
+        "state": step.state,
+        "next_state": None if step.next_state in (None, RETURN) else step.next_state,
+        "returns": step.next_state == RETURN,
+        "fault": fault,
+        "remedy": (step.detail.remedy if step.detail else None) or step.node.detail.remedy,
+        "evictions": [
+            {"pod": a.pod.key, "why": a.why, "lost_seconds": int(a.lost_seconds)}
+            for a in step.actions
+            if isinstance(a, Evict)
+        ],
+        "now": int(now),
+    }
+
+
+def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
+    report = ActReport()
+    for step in plan.steps:
+        outcome = rt.guarded(
+            CONCERN, step.decision, step.node.name, partial(_carry_out, rt, step, report)
+        )
+        if outcome is None:
+            report.failed_steps += 1
+    return report
+
+
+def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
+    name = step.node.name
+    if step.asks:
+        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
+        if not decision.allow:
+            report.denied[name] = decision.because()
+            rt.log.info(
+                "health.denied", node=name, action=step.decision, reasons=list(decision.reasons)
+            )
+            rt.summary.action(CONCERN, step.decision, "denied")
+            if rt.dry_run:
+                rt.out.write(
+                    f"DRY-RUN {CONCERN}: OPA denies {step.decision} on {name}: {decision.because()}\n"
+                )
+            return False
+    if rt.dry_run:
+        for action in step.actions:
+            rt.would(CONCERN, action.name, name, action.describe(name))
+        if step.next_state:
+            shown = "in service" if step.next_state == RETURN else step.next_state
+            rt.would(
+                CONCERN,
+                "set-state",
+                name,
+                f"{step.state or 'in service'} -> {shown}: {step.reason}",
+            )
+        return True
+    version: str | None = step.node.view.resource_version
+    complete = True
+    evicted: dict[str, dict[str, Any]] = {}
+    planned = {
+        a.pod.key: {
+            "gpus": a.pod.pod.devices,
+            "lost_seconds": int(a.lost_seconds),
+            "at": int(rt.now),
+        }
+        for a in step.actions
+        if isinstance(a, Evict)
+    }
+    if planned:
+        # The work an eviction throws away is recorded before the eviction, so a pass killed
+        # right after it still counts it (a refused eviction is recorded again, not twice).
+        base = step.detail or step.node.detail
+        record = replace(step, next_state=None, stamp=False, request=None)
+        write_state(
+            rt.kube,
+            record,
+            rt.now,
+            detail=base.but(evicted={**base.evicted, **planned}),
+            resource_version=version,
+            log=rt.log,
+            events=rt.events,
+        )
+        version = None
+    for action in step.actions:
+        if isinstance(action, Cordon | Uncordon):
+            cordon = isinstance(action, Cordon)
+            mark = {states.CORDONED_ANNOTATION: "true" if cordon else None}
+            updated = rt.kube.merge_patch(
+                node_path(name),
+                {"spec": {"unschedulable": cordon}, "metadata": {"annotations": mark}},
+            )
+            version = updated["metadata"]["resourceVersion"]
+            rt.done(CONCERN, action.name, name, step.reason)
+        elif isinstance(action, Taint | Untaint):
+            retainted = _retaint(rt.kube, name, version, action)
+            if retainted is not None:
+                version = retainted["metadata"]["resourceVersion"]
+            rt.done(CONCERN, action.name, name, step.reason)
+        elif isinstance(action, Condition):
+            stamp = format_time(rt.now)
+            condition = {
+                "type": states.CONDITION_TYPE,
+                "status": "True" if action.healthy else "False",
+                "reason": action.reason,
+                "message": action.message[:1024],
+                "lastTransitionTime": stamp,
+                "lastHeartbeatTime": stamp,
+            }
+            rt.kube.strategic_patch(
+                node_path(name) + "/status", {"status": {"conditions": [condition]}}
+            )
+            rt.done(CONCERN, "condition", name, step.reason, healthy=action.healthy)
+        elif isinstance(action, Evict):
+            if _evict(rt, action, name, report):
+                evicted[action.pod.key] = planned[action.pod.key]
+            else:
+                complete = False
+        elif isinstance(action, CreateValidator):
+            with contextlib.suppress(ConflictError):
+                rt.kube.create(pod_path(action.manifest["metadata"]["namespace"]), action.manifest)
+            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
+        elif isinstance(action, DeleteValidator):
+            _delete_exactly(rt.kube, action.pod.pod)  # type: ignore[arg-type]
+            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
+    detail: Any = step.detail
+    if planned:
+        base = detail or step.node.detail
+        detail = base.but(evicted={**base.evicted, **planned})
+    if not complete:
+        return True
+    if step.next_state or detail is not None or step.stamp:
+        written = write_state(
+            rt.kube,
+            step,
+            rt.now,
+            detail=detail,
+            resource_version=version,
+            log=rt.log,
+            events=rt.events,
+        )
+        if written is not None and step.next_state:
+            report.moved[name] = "in-service" if step.next_state == RETURN else step.next_state
+            rt.done(
+                CONCERN,
+                "state",
+                name,
+                step.reason,
+                from_state=step.state,
+                to_state=report.moved[name],
+            )
+            if step.next_state == RETURN and detail is not None and detail.history:
+                report.returned[name] = detail.history[-1]
+    return True
+
+
+def _retaint(
+    kube: KubeClient, name: str, version: str | None, action: Taint | Untaint
+) -> dict[str, Any] | None:
+    """Add or remove the quarantine taint. A node's taints have no strategic merge key, so the
+    whole list is written, computed from the node as read and guarded by its resourceVersion
+    (a conflict re-reads it and computes again)."""
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        source = current if current is not None else kube.get(node_path(name))
+        taints = [
+            t
+            for t in (source.get("spec") or {}).get("taints") or ()
+            if t.get("key") != states.TAINT_KEY
+        ]
+        if isinstance(action, Taint):
+            taints.append({"key": states.TAINT_KEY, "value": action.value, "effect": "NoSchedule"})
+        return {
+            "spec": {"taints": taints},
+            "metadata": {"resourceVersion": (source.get("metadata") or {}).get("resourceVersion")},
+        }
+
+    return patch_fresh(kube, node_path(name), None, build)
+
+
+def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
+    pod = action.pod.pod
+    try:
+        rt.kube.evict(
+            pod.namespace, pod.name, uid=pod.uid, grace_seconds=rt.settings.eviction_grace_seconds
+        )
+    except ConflictError as error:
+        rt.log.info("health.evict.replaced", pod=pod.key, node=node, reason=str(error))
+        rt.summary.action(CONCERN, "evict", "replaced")
+        return False
+    except TooManyRequestsError as error:
+        report.refused_evictions.append(f"{pod.key}: {error}")
+        rt.log.info("health.evict.refused", pod=pod.key, node=node, error=str(error))
+        rt.summary.action(CONCERN, "evict", "blocked")
+        return False
+    except NotFoundError:
+        return True
+    rt.done(CONCERN, "evict", pod.key, action.why, node=node, lost_seconds=int(action.lost_seconds))
+    rt.events.emit(
+        pod_ref(pod),  # type: ignore[arg-type]
+        "GpuHealthEviction",
+        f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
+        f"{int(action.lost_seconds)}s of work since the last checkpoint",
+        warning=True,
+    )
+    return True
+
+
+def write_state(
+    kube: KubeClient,
+    step: Step,
+    now: float,
+    *,
+    detail: Any,
+    resource_version: str | None,
+    log: Log,
+    events: EventRecorder,
+) -> str | None:
+    """Write the step's state (or remove it: back in service), timer, detail and remediation
+    request; confirm; Event. None when the node left the step's state meanwhile."""
+    name = step.node.name
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            labels = (current.get("metadata") or {}).get("labels") or {}
+            if labels.get(states.STATE_LABEL) != step.state:
+                return None
+        metadata: dict[str, Any] = {}
+        annotations: dict[str, str | None] = {}
+        if step.next_state:
+            following = None if step.next_state == RETURN else step.next_state
+            metadata["labels"] = {states.STATE_LABEL: following}
+            annotations[states.SINCE_ANNOTATION] = None if following is None else str(int(now))
+        elif step.stamp:
+            annotations[states.SINCE_ANNOTATION] = str(int(now))
+        if detail is not None:
+            annotations[states.DETAIL_ANNOTATION] = detail.encode()
+        if step.request is not None:
+            for key in (
+                states.REQUEST_ANNOTATION,
+                states.REQUEST_ID_ANNOTATION,
+                states.DONE_ANNOTATION,
+            ):
+                annotations[key] = step.request.get(key)
+        if annotations:
+            metadata["annotations"] = annotations
+        return {"metadata": metadata}
+
+    updated = patch_fresh(kube, node_path(name), resource_version, build)
+    if updated is None:
+        log.warning(
+            "health.state.skipped",
+            node=name,
+            reason=f"the node left state {step.state or 'in service'} meanwhile",
+        )
+        return None
+    found = ((updated.get("metadata") or {}).get("labels") or {}).get(states.STATE_LABEL)
+    if step.next_state:
+        wanted = None if step.next_state == RETURN else step.next_state
+        if found != wanted:
+            raise TemporaryError(
+                f"node {name}: state label reads {found!r} after writing {wanted!r}"
+            )
+        reason_key = None if step.next_state == RETURN else step.next_state
+        events.emit(
+            node_ref(name),
+            states.EVENT_REASONS[reason_key],
+            f"{step.state or 'in service'} -> {wanted or 'in service'}: {step.reason}",
+            warning=reason_key in states.WARNING_STATES,
+        )
+        log.info(
+            "health.transition",
+            node=name,
+            pool=step.node.pool,
+            from_state=step.state,
+            to_state=wanted,
+            reason=step.reason,
+            at=int(now),
+        )
+    return found or "in-service"

@@ -1,0 +1,153 @@
+"""`fleetplane controller health run|status`: run-time GPU health remediation.
+
+    fleetplane controller health run [--dry-run]     one pass (the CronJob runs it)
+    fleetplane controller health status [--json]     per pool: nodes per state, what waits, findings
+
+A concern of its own, beside `upgrade`, rather than part of `reconcile`: it has its own Lease
+and its own clock (remediation timers), and a slow Prometheus or a long drain must not hold up
+idle reclamation and spend. Exit status: 0 done (or skipped: another health pass holds the
+Lease), 1 an action or observation failed, 2 configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from controller.startup import USAGE_ERROR, common_options
+
+DESCRIPTION = (
+    "Find hot, faulty and stuck GPUs in the DCGM series and remediate them node by node: "
+    "quarantine (cordon, taint, condition), drain checkpoint- and gang-aware, request a GPU "
+    "reset or reboot through the node's remediation-request annotation, validate with the NVML "
+    "health check, return to service or hand to a person for replacement. Every step is asked "
+    "of OPA (fleetplane/decisions/health); never more than health.max_unavailable of a pool at "
+    "once. Stuck and orphaned work: maximum runtime, orphans, stragglers."
+)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    common = common_options(
+        lease_name_help="Lease name prefix; health passes take <name>-health (default: config)"
+    )
+    common.add_argument(
+        "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
+    )
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "health",
+        help="Run-time GPU health: quarantine, drain, reset/reboot, validate (run, status).",
+        description=DESCRIPTION,
+    )
+    actions = parser.add_subparsers(dest="health_command", required=True, metavar="ACTION")
+    run_parser = actions.add_parser(
+        "run",
+        parents=[common],
+        help="one pass: classify every GPU, move every node at most one step",
+        description="One pass: observe, classify, plan, act. Every step is idempotent; a killed "
+        "run is resumed from the node's state by the next one.",
+    )
+    run_parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="print the steps (and OPA's answers); write nothing, no Lease",
+    )
+    status = actions.add_parser(
+        "status",
+        parents=[common],
+        help="per pool: nodes per state, faults waiting for the throttle, findings",
+        description="What a pass would do now, read-only.",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    run_parser.set_defaults(run=run)
+    status.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    from controller.config import ConfigProblems
+    from controller.errors import ControllerError
+    from controller.log import Log, configure
+    from controller.observe.metrics import Prometheus
+    from controller.remediation.observe import take_health_snapshot
+    from controller.remediation.plan import plan_pass
+    from controller.remediation.run import run_health_pass, verdicts_of
+    from controller.remediation.settings import health_settings
+    from controller.startup import connect, load
+
+    configure(args.log_level)
+    log = Log()
+    loaded = load(args, dry_run=getattr(args, "dry_run", None), prometheus_url=args.prometheus_url)
+    if isinstance(loaded, int):
+        return loaded
+    fleet, settings = loaded
+    try:
+        health = health_settings(fleet)
+    except ConfigProblems as error:
+        print(str(error), file=sys.stderr)
+        return USAGE_ERROR
+    kube = connect(args, settings, log)
+    if isinstance(kube, int):
+        return kube
+    try:
+        if args.health_command == "status":
+            import time
+
+            now = time.time() if args.now is None else args.now
+            prom = Prometheus(settings.prometheus_url, timeout=settings.request_timeout_seconds)
+            try:
+                snapshot = take_health_snapshot(kube, prom, health, now=now, log=log)
+            finally:
+                prom.close()
+            plan = plan_pass(snapshot, verdicts_of(snapshot, health), health, now)
+            findings = {
+                n: [f.as_dict() for f in v.faults] for n, v in plan.verdicts.items() if v.faults
+            }
+            document = {
+                "now": now,
+                "signals_error": snapshot.signals_error,
+                "pools": [r.as_dict() for r in plan.pools.values()],
+                "findings": {
+                    n: [f.as_dict() for f in v.faults] for n, v in plan.verdicts.items() if v.faults
+                },
+                "unknown": sorted(n for n, v in plan.verdicts.items() if not v.known),
+            }
+            if args.json:
+                sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+            else:
+                for report in plan.pools.values():
+                    print(
+                        f"pool {report.name}: {report.out} of max {report.limit} out for health; {dict(report.states)}"
+                    )
+                    for node, why in sorted(report.waiting.items()):
+                        print(f"  waiting {node}: {why}")
+                    for node, note in sorted(report.notes.items()):
+                        print(f"  {node}: {note}")
+                for node, faults in findings.items():
+                    for fault in faults:
+                        print(
+                            f"finding {node} GPU {fault['gpu']}: {fault['kind']}: {fault['reason']} [{fault['source']}]"
+                        )
+            return 0
+        result = run_health_pass(
+            kube=kube, fleet=fleet, settings=settings, health=health, now=args.now, log=log
+        )
+        if result.skipped:
+            print(f"skipped: {result.skipped}")
+        for node, state in sorted(result.acted.moved.items()):
+            print(f"{node}: -> {state}")
+        for node, cost in sorted(result.acted.returned.items()):
+            print(
+                f"{node}: back in service; cost {cost.get('gpu_hours_out_of_service')} GPU-hours out of service, {cost.get('gpu_hours_of_work_lost')} GPU-hours of work since checkpoints"
+            )
+        sys.stdout.write("SUMMARY " + orjson.dumps(result.summary.as_dict()).decode() + "\n")
+        return 0 if result.ok else 1
+    except ControllerError as error:
+        log.error(f"health.{args.health_command}.failed", error=str(error))
+        print(f"health {args.health_command}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        kube.close()

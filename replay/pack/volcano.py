@@ -1,0 +1,174 @@
+"""The placement fleetplane's Volcano configuration makes (`fleet.volcano.SCHEDULER_TIERS`),
+as a pack-mode policy; and `shipped_placement`, the seam a test against the real vc-scheduler
+can compare with.
+
+Volcano sums the node scores of its enabled plugins and takes a node with the highest total
+(at random among equals). Of the shipped plugins, two score nodes for a pod:
+
+- binpack (pkg/scheduler/plugins/binpack): for each resource the pod requests that has a
+  weight, weight x (used + requested) / allocatable; the sum divided by the weights' sum,
+  times 100 x `binpack.weight`.
+- nodeorder (pkg/scheduler/plugins/nodeorder), with Volcano's default weights unless given:
+  leastrequested (1) is Kubernetes' LeastAllocated over cpu and memory (weights 50/50,
+  integer arithmetic), balancedresource (1) is Kubernetes' BalancedAllocation over cpu, memory
+  and nvidia.com/gpu (100 x (1 - the standard deviation of the requested fractions);
+  resources the pod does not request are left out), mostrequested (0) is MostAllocated over
+  cpu and memory. Node and pod affinity, taints, image locality and topology spread give every
+  node of the experiment the same score, so they are left out.
+
+GPU shares are what time-slicing gives the trace's sharing pods: the pod's share of one GPU,
+counted as that fraction of `nvidia.com/gpu` (predicates admit it when some GPU has room).
+Which GPU a pod gets is the kubelet's device manager's choice, not the scheduler's: lowest
+index first, for whole GPUs and shares alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fleet import labels
+from fleet.volcano import SCHEDULER_TIERS, plugin_arguments
+from replay.pack.cluster import MILLI, Cluster, Demand
+from replay.pack.policies import Choice, Context, best_of, gpus_for
+from replay.trace import PodRequest, TraceNode
+
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolcanoWeights:
+    """The scoring weights of a Volcano configuration (defaults: Volcano's)."""
+
+    binpack: int = 0
+    binpack_cpu: int = 1
+    binpack_memory: int = 1
+    binpack_gpu: int = 0
+    least_requested: int = 1
+    most_requested: int = 0
+    balanced_resource: int = 1
+
+    @classmethod
+    def of(cls, tiers: list[dict[str, Any]]) -> VolcanoWeights:
+        binpack = plugin_arguments(tiers, "binpack")
+        nodeorder = plugin_arguments(tiers, "nodeorder")
+        out: dict[str, int] = {}
+        if binpack is not None:
+            out["binpack"] = int(binpack.get("binpack.weight", 1))
+            out["binpack_cpu"] = int(binpack.get("binpack.cpu", 1))
+            out["binpack_memory"] = int(binpack.get("binpack.memory", 1))
+            named = [r.strip() for r in str(binpack.get("binpack.resources", "")).split(",")]
+            if labels.GPU_RESOURCE in named:
+                out["binpack_gpu"] = int(binpack.get(f"binpack.resources.{labels.GPU_RESOURCE}", 1))
+        if nodeorder is not None:
+            out["least_requested"] = int(nodeorder.get("leastrequested.weight", 1))
+            out["most_requested"] = int(nodeorder.get("mostrequested.weight", 0))
+            out["balanced_resource"] = int(nodeorder.get("balancedresource.weight", 1))
+        else:
+            out |= {"least_requested": 0, "most_requested": 0, "balanced_resource": 0}
+        return cls(**out)
+
+
+SHIPPED = VolcanoWeights.of(SCHEDULER_TIERS)
+"""The weights of the configuration components/volcano.py deploys."""
+
+
+class VolcanoScoring:
+    """A pack-mode policy: the node a Volcano configuration's scores pick."""
+
+    def __init__(self, weights: VolcanoWeights = SHIPPED) -> None:
+        self.weights = weights
+
+    def __call__(self, ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
+        scores = self.scores(ctx.cluster, d, nodes)
+        node = best_of(nodes, scores)
+        return node, gpus_for(ctx, node, d, "first")
+
+    def scores(self, c: Cluster, d: Demand, nodes: np.ndarray) -> np.ndarray:
+        w = self.weights
+        cpu_alloc = c.cpu_capacity[nodes]
+        mem_alloc = c.memory_capacity[nodes]
+        gpu_alloc = c.gpus[nodes] * MILLI
+        cpu_after = cpu_alloc - c.cpu_left[nodes] + d.cpu
+        mem_after = mem_alloc - c.memory_left[nodes] + d.memory
+        gpu_after = gpu_alloc - c.left_total[nodes] + d.gpu_milli_total
+        total = np.zeros(len(nodes), dtype=float)
+        if w.binpack:
+            parts, weight_sum = np.zeros(len(nodes)), 0
+            for request, weight, used, alloc in (
+                (d.cpu, w.binpack_cpu, cpu_after, cpu_alloc),
+                (d.memory, w.binpack_memory, mem_after, mem_alloc),
+                (d.gpu_milli_total, w.binpack_gpu, gpu_after, gpu_alloc),
+            ):
+                if request == 0 or weight == 0:
+                    continue
+                parts += np.where(alloc > 0, weight * used / np.maximum(alloc, 1), 0.0)
+                weight_sum += weight
+            if weight_sum:
+                total += parts / weight_sum * MAX_NODE_SCORE * w.binpack
+        if w.least_requested:
+            total += w.least_requested * _allocated_score(
+                cpu_after, cpu_alloc, mem_after, mem_alloc, least=True
+            )
+        if w.most_requested:
+            total += w.most_requested * _allocated_score(
+                cpu_after, cpu_alloc, mem_after, mem_alloc, least=False
+            )
+        if w.balanced_resource:
+            fractions = [
+                np.minimum(cpu_after / np.maximum(cpu_alloc, 1), 1.0),
+                np.minimum(mem_after / np.maximum(mem_alloc, 1), 1.0),
+            ]
+            if d.num_gpu:
+                fractions.append(np.minimum(gpu_after / np.maximum(gpu_alloc, 1), 1.0))
+            f = np.vstack(fractions)
+            std = np.abs(f[0] - f[1]) / 2 if len(f) == 2 else f.std(axis=0)
+            total += w.balanced_resource * ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return total
+
+
+def _allocated_score(
+    cpu_after: np.ndarray,
+    cpu_alloc: np.ndarray,
+    mem_after: np.ndarray,
+    mem_alloc: np.ndarray,
+    *,
+    least: bool,
+) -> np.ndarray:
+    """Kubernetes' LeastAllocated / MostAllocated over cpu and memory, equal weights, in its
+    integer arithmetic."""
+
+    def one(after: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+        safe = np.maximum(alloc, 1)
+        if least:
+            s = np.where(after > alloc, 0, (alloc - after) * MAX_NODE_SCORE // safe)
+        else:
+            s = np.minimum(after, alloc) * MAX_NODE_SCORE // safe
+        return np.where(alloc > 0, s, 0)
+
+    return (one(cpu_after, cpu_alloc) + one(mem_after, mem_alloc)) // 2
+
+
+def shipped_placement(
+    pods: Sequence[PodRequest], nodes: Sequence[TraceNode], *, seed: int = 0
+) -> list[tuple[str, str | None, tuple[int, ...]]]:
+    """Where the replay's model of the shipped Volcano configuration puts each pod, in order,
+    without departures: (pod name, node name or None when it fits nowhere, GPU indices).
+    A test against the real vc-scheduler can compare its bindings with this."""
+    cluster = Cluster(nodes)
+    ctx = Context(cluster=cluster, rng=np.random.default_rng(seed))
+    policy = VolcanoScoring()
+    out: list[tuple[str, str | None, tuple[int, ...]]] = []
+    for pod in pods:
+        d = cluster.demand(pod)
+        fitting = cluster.fitting(d)
+        if len(fitting) == 0:
+            out.append((pod.name, None, ()))
+            continue
+        node, gpus = policy(ctx, d, fitting)
+        cluster.place(node, d, gpus)
+        out.append((pod.name, cluster.names[node], tuple(int(g) for g in gpus)))
+    return out
