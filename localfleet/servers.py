@@ -295,8 +295,6 @@ class PushgatewayServer:
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
-    host: str = "127.0.0.1"
-    """Where it listens: loopback, or the real node's host address, which its pods reach."""
     _process: _Process | None = field(default=None, init=False)
 
     @property
@@ -451,6 +449,8 @@ class PrometheusServer:
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
+    host: str = "127.0.0.1"
+    """Where it listens: loopback, or the real node's host address, which its pods reach."""
     rule_files: tuple[Path, ...] = ()
     pushgateway: str | None = None
     alertmanager: str | None = None

@@ -463,8 +463,8 @@ class LocalStack:
         """Push the built images to the node's registry and derive the stack configuration
         that runs them there: OPA as its Deployment behind its Service (no `external_url`), the
         controller's CronJob with its image (still suspended: its Jobs are started on purpose)
-        talking to that Service, and Prometheus on the host end of the node's veth, where pods
-        reach it."""
+        talking to that Service, and Prometheus and the Pushgateway on the host end of the
+        node's veth, where pods reach them."""
         import yaml
 
         from images.push import push
@@ -487,11 +487,20 @@ class LocalStack:
             "image": refs["controller"],
             "prometheus_url": prometheus,
         }
+        gateway = fleet.setdefault("observability", {}).setdefault("pushgateway", {})
+        if gateway.get("deploy") is False:  # the local fleet runs it: where pods reach it
+            gateway["url"] = f"http://{node.network.host_ip}:{free_port()}"
         header = (
             f"# Derived from {self.stack_file} by `fleetplane up --real-node` "
             "(localfleet/stack.py); removed with the cluster.\n"
         )
         self.real_node_config.write_text(header + yaml.safe_dump(config, sort_keys=False))
+
+    def _served_here(self, url: str) -> bool:
+        """Whether the local fleet serves `url` itself: on loopback, or on the host's end of
+        the real node's veth (where its pods reach the host)."""
+        node = self.node()
+        return _loopback(url) or (node is not None and _host_port(url)[0] == node.network.host_ip)
 
     def wait_for_gate(self, timeout: float = 600.0) -> None:
         """OPA's Deployment has every replica ready (on the real node)."""
@@ -618,12 +627,11 @@ class LocalStack:
 
         fleet = self.fleet()
         url = fleet.controller.prometheus_url
-        node = self.node()
-        if not _loopback(url) and not (node and _host_port(url)[0] == node.network.host_ip):
+        if not self._served_here(url):
             return
         gateway = pushgateway_url(fleet)
         pushgateway: str | None = None
-        if _loopback(gateway):
+        if self._served_here(gateway):
             pushgateway = "{}:{}".format(*_host_port(gateway))
             self.pushgateway.start(
                 [
