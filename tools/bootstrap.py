@@ -675,14 +675,18 @@ def pinned_tools() -> list[Tool]:
             name="alertmanager",
             package="prometheus-alertmanager",
             version="0.25.0",
-            # Debian's build reads its default notification template from /usr/share instead of
-            # embedding it; the local fleet lays this copy over /usr/share for its process.
+            # Debian's build reads its notification templates (default and email) from
+            # /usr/share instead of embedding them, and stops when either is missing; the local
+            # fleet lays these copies over /usr/share for its process.
             files={
                 "alertmanager": "usr/bin/prometheus-alertmanager",
                 "amtool": "usr/bin/amtool",
-                "share/prometheus/alertmanager/default.tmpl": (
-                    "usr/share/prometheus/alertmanager/default.tmpl"
-                ),
+                **{
+                    f"share/prometheus/alertmanager/{name}": (
+                        f"usr/share/prometheus/alertmanager/{name}"
+                    )
+                    for name in ("default.tmpl", "email.tmpl")
+                },
             },
         ),
         # What a real container node needs: containerd (its CRI plugin is built in) with runc,
