@@ -675,9 +675,8 @@ def pinned_tools() -> list[Tool]:
             name="alertmanager",
             package="prometheus-alertmanager",
             version="0.25.0",
-            # Debian's build reads its notification templates (default and email) from
-            # /usr/share instead of embedding them, and stops when either is missing; the local
-            # fleet lays these copies over /usr/share for its process.
+            # Debian's build reads its notification templates from /usr/share instead of
+            # embedding them; the local fleet lays these copies over /usr/share for its process.
             files={
                 "alertmanager": "usr/bin/prometheus-alertmanager",
                 "amtool": "usr/bin/amtool",
