@@ -220,7 +220,9 @@ def policy_gate_manifests(
             "run",
             "--server",
             f"--addr=0.0.0.0:{opa.port}",
-            f"--diagnostic-addr=0.0.0.0:{OPA_DIAGNOSTIC_PORT}",
+            # plain HTTP for the kubelet's probes: with a serving certificate, OPA serves TLS on
+            # every address that names no scheme, and the probes (HTTP) would get 400s
+            f"--diagnostic-addr=http://0.0.0.0:{OPA_DIAGNOSTIC_PORT}",
             "--tls-cert-file=/certs/tls.crt",
             "--tls-private-key-file=/certs/tls.key",
             "--log-format=json",

@@ -47,6 +47,12 @@ def add_parser(subparsers: Any) -> None:
         "run a controller pass, print the fleet",
     )
     up.add_argument("--no-controller", action="store_true", help="skip the controller pass")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also start a real node (containerd, kubelet, kube-proxy) and run OPA and the "
+        "controller in the cluster from the images of `fleetplane image build` (root)",
+    )
     preview = command("preview", "`pulumi preview --diff` of the local stack on the running fleet")
     preview.add_argument("extra", nargs="*", help="more `pulumi preview` arguments (after --)")
     command("status", "the fleet, quotas, spend and gate of the running local stack")
@@ -104,7 +110,12 @@ def run_stack(args: argparse.Namespace) -> int:
 
     state_dir = (args.state_dir or STATE_DIR).resolve()
     with _reporting("fleetplane " + args.stack_command):
-        stack = LocalStack(state_dir=state_dir, config_file=args.config_file, log=log)
+        stack = LocalStack(
+            state_dir=state_dir,
+            config_file=args.config_file,
+            log=log,
+            real_node=getattr(args, "real_node", False),
+        )
         if args.stack_command == "env":
             for key, value in stack.env().items():
                 print(f"export {key}={shlex.quote(value)}")

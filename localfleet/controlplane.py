@@ -79,6 +79,10 @@ class LocalCluster:
     data_dir: where certs, etcd data, logs and the kubeconfig go (a temp dir when None).
     keep: keep data_dir on stop.
     detach: processes outlive this Python process (for `up`); `stop` finds them by pid file.
+    bind_address: where the API server listens and what it advertises as the `kubernetes`
+        Service's endpoint. Loopback by default; a real node (localfleet.realnode) needs an
+        address its kubelet and pods reach, the host's end of the node's veth.
+    service_cidr: the Service ClusterIP range (its first address is the `kubernetes` Service's).
     """
 
     data_dir: Path | None = None
@@ -86,6 +90,8 @@ class LocalCluster:
     keep: bool = False
     detach: bool = False
     log: Callable[[str], None] = field(default=lambda message: None)
+    bind_address: str = "127.0.0.1"
+    service_cidr: str = "10.0.0.0/24"
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, init=False)
     ports: dict[str, int] = field(default_factory=dict, init=False)
     _temp: bool = field(default=False, init=False)
@@ -97,7 +103,7 @@ class LocalCluster:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports['apiserver']}"
+        return f"https://{self.bind_address}:{self.ports['apiserver']}"
 
     @property
     def logs_dir(self) -> Path:
@@ -116,7 +122,7 @@ class LocalCluster:
             raise ClusterError(f"a local cluster is already running from {self.data_dir}")
         self.logs_dir.mkdir(exist_ok=True)
         pki = self.data_dir / "pki"
-        write_pki(pki)
+        write_pki(pki, extra_ips=(self.bind_address, _first_address(self.service_cidr)))
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         deadline = time.monotonic() + timeout
@@ -257,9 +263,17 @@ class LocalCluster:
                 f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
                 "--etcd-prefix=/registry",
                 "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                # On loopback nothing but the host can use the `kubernetes` Service's endpoint;
+                # on a real node's address, pods reach the API server through it.
+                "--endpoint-reconciler-type="
+                + ("none" if self.bind_address == "127.0.0.1" else "lease"),
+                f"--bind-address={self.bind_address}",
+                f"--advertise-address={self.bind_address}",
+                # `kubectl logs` and `exec` on a real node: the API server calls its kubelet at
+                # the node's InternalIP (nodes have no resolvable hostname here), as admin.
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
+                f"--kubelet-client-certificate={pki / 'admin.crt'}",
+                f"--kubelet-client-key={pki / 'admin.key'}",
                 f"--secure-port={self.ports['apiserver']}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -268,7 +282,7 @@ class LocalCluster:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 "--authorization-mode=Node,RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={self.service_cidr}",
             ],
         )
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
@@ -308,6 +322,7 @@ class LocalCluster:
         state = {
             "pids": {name: proc.pid for name, proc in self.processes.items()},
             "ports": self.ports,
+            "bind_address": self.bind_address,
             "kubeconfig": str(self.kubeconfig),
         }
         (self.data_dir / "pids.json").write_text(json.dumps(state, indent=2))
@@ -319,6 +334,7 @@ class LocalCluster:
             return {}
         state = json.loads(path.read_text())
         self.ports = state.get("ports", {})
+        self.bind_address = state.get("bind_address", self.bind_address)
         return {name: int(pid) for name, pid in state.get("pids", {}).items()}
 
     def running_pids(self) -> dict[str, int]:
@@ -372,6 +388,12 @@ class LocalCluster:
 
     def get_json(self, *args: str) -> dict[str, Any]:
         return dict(json.loads(self.kubectl("get", *args, "-o", "json").stdout))
+
+
+def _first_address(cidr: str) -> str:
+    import ipaddress
+
+    return str(next(ipaddress.ip_network(cidr).hosts()))
 
 
 def proc_stat(pid: int) -> list[str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.certificates import issue, new_authority, private_key_pem
+from components.certificates import Authority, issue, new_authority, private_key_pem
 
 
-def write_pki(pki: Path) -> None:
-    """CA, apiserver serving cert, admin client cert (system:masters), service-account key."""
+def write_pki(pki: Path, *, extra_ips: tuple[str, ...] = ()) -> None:
+    """CA, apiserver serving cert, admin client cert (system:masters), service-account key.
+    extra_ips: more addresses the API server is reached at (its bind address, the `kubernetes`
+    Service's ClusterIP)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -29,6 +31,7 @@ def write_pki(pki: Path) -> None:
             "127.0.0.1",
             "::1",
             "10.0.0.1",
+            *(ip for ip in extra_ips if ip not in ("127.0.0.1", "10.0.0.1")),
         ),
     )
     admin_cert, admin_key = issue(
@@ -82,4 +85,40 @@ def admin_kubeconfig(server: str, pki: Path) -> str:
             "current-context": "fleetplane-local",
         },
         indent=2,
+    )
+
+
+def client_certificate(pki: Path, name: str, *, common_name: str, organization: str | None) -> None:
+    """A client certificate from the cluster's CA, as `pki/<name>.crt` and `.key` (a kubelet's:
+    CN system:node:<node>, O system:nodes; kube-proxy's: CN system:kube-proxy)."""
+    ca = _load_authority(pki)
+    cert, key = issue(ca, common_name=common_name, organization=organization, client=True)
+    for suffix, content in (("crt", cert), ("key", key)):
+        path = pki / f"{name}.{suffix}"
+        path.write_text(content)
+        path.chmod(0o600)
+
+
+def client_kubeconfig(server: str, pki: Path, name: str) -> str:
+    """A kubeconfig for the client certificate `pki/<name>.crt`."""
+    config = json.loads(admin_kubeconfig(server, pki))
+    config["users"][0]["user"] = {
+        "client-certificate": str(pki / f"{name}.crt"),
+        "client-key": str(pki / f"{name}.key"),
+    }
+    return json.dumps(config, indent=2)
+
+
+def _load_authority(pki: Path) -> Authority:
+    """The cluster's CA as `write_pki` left it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    certificate = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    return Authority(
+        key=key,
+        name=certificate.subject,
+        certificate=certificate,
+        not_after=certificate.not_valid_after_utc,
     )

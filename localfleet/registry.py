@@ -26,23 +26,25 @@ storage:
   delete:
     enabled: true
 http:
-  addr: 127.0.0.1:{port}
+  addr: {host}:{port}
 """
 
 
 @dataclass
 class Registry:
-    """`registry serve` with filesystem storage under `work_dir`, on a free loopback port."""
+    """`registry serve` with filesystem storage under `work_dir`, on a free port of `host`
+    (loopback; the real node's registry listens on the host end of the node's veth)."""
 
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
+    host: str = "127.0.0.1"
     _process: _Process | None = field(default=None, init=False)
 
     @property
     def address(self) -> str:
         """host:port, as image references name it."""
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, *, timeout: float = 30.0) -> Registry:
         binaries = _require(self.bin_dir, ("registry",))
@@ -54,11 +56,11 @@ class Registry:
 
         def command(port: int) -> list[str]:
             config = self.work_dir / "config.yml"  # type: ignore[operator]
-            config.write_text(CONFIG.format(storage=storage, port=port))
+            config.write_text(CONFIG.format(storage=storage, host=self.host, port=port))
             return [str(binaries["registry"]), "serve", str(config)]
 
         self.port = self._process.serve(
-            command, lambda port: f"http://127.0.0.1:{port}/v2/", self.port, timeout
+            command, lambda port: f"http://{self.host}:{port}/v2/", self.port, timeout
         )
         return self
 

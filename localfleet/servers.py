@@ -449,6 +449,8 @@ class PrometheusServer:
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
+    host: str = "127.0.0.1"
+    """Where it listens: loopback, or the real node's host address, which its pods reach."""
     rule_files: tuple[Path, ...] = ()
     pushgateway: str | None = None
     alertmanager: str | None = None
@@ -458,7 +460,7 @@ class PrometheusServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, samples: Iterable[Sample] = (), *, timeout: float = 60.0) -> PrometheusServer:
         binaries = _require(self.bin_dir, ("prometheus", "promtool"))
@@ -500,11 +502,11 @@ class PrometheusServer:
                 str(binaries["prometheus"]),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.listen-address={self.host}:{port}",
                 "--storage.tsdb.retention.time=400d",
                 "--log.level=warn",
             ],
-            lambda port: f"http://127.0.0.1:{port}/-/ready",
+            lambda port: f"http://{self.host}:{port}/-/ready",
             self.port,
             timeout,
             cwd=self.work_dir,

@@ -67,6 +67,7 @@ from localfleet.controlplane import (
 from localfleet.processes import spawn
 
 STACK = "local"
+REAL_NODE_IMAGES = ("controller", "opa")
 LOCAL_PASSPHRASE = "fleetplane-local"
 """Passphrase of the local stack's secrets provider: fixed and public on purpose (see above)."""
 STATE_DIR = ROOT / ".fleet"
@@ -179,6 +180,10 @@ class LocalStack:
     bin_dir: Path = BIN_DIR
     root: Path = ROOT
     log: Callable[[str], None] = field(default=lambda message: None)
+    real_node: bool = False
+    """Start a real node beside the fake ones (localfleet.realnode) and run the gate and the
+    controller in the cluster, from the images in `images_dir` (`fleetplane image build`)."""
+    images_dir: Path = STATE_DIR / "images"
 
     # paths -----------------------------------------------------------------------------------
 
@@ -209,10 +214,37 @@ class LocalStack:
         return self.config_file or self.root / "stacks" / f"Pulumi.{self.stack}.yaml"
 
     @property
+    def real_node_config(self) -> Path:
+        """The stack configuration `up --real-node` derives from `stack_file` (see
+        `configure_real_node`); it exists while the cluster with the real node does."""
+        return self.cluster_dir / f"Pulumi.{self.stack}.real-node.yaml"
+
+    @property
+    def effective_config(self) -> Path | None:
+        """The configuration file `pulumi` and the summary use."""
+        return self.real_node_config if self.real_node_config.exists() else self.config_file
+
+    @property
+    def network_record(self) -> Path:
+        return self.cluster_dir / "network.json"
+
+    def node(self) -> Any:
+        """The real node of the running cluster, or None."""
+        from localfleet.nodenet import NodeNetwork
+        from localfleet.realnode import RealNode
+
+        network = NodeNetwork.recorded(self.network_record)
+        if network is None:
+            return None
+        return RealNode(self.cluster, network, self.cluster_dir / "node", log=self.log)
+
+    @property
     def cluster(self) -> LocalCluster:
-        return LocalCluster(
+        cluster = LocalCluster(
             data_dir=self.cluster_dir, bin_dir=self.bin_dir, keep=True, detach=True, log=self.log
         )
+        cluster.running_pids()  # reads where it listens (its ports, its bind address)
+        return cluster
 
     @property
     def opa(self) -> Service:
@@ -233,7 +265,7 @@ class LocalStack:
     def fleet(self) -> Any:
         from fleet.config import load_stack_config
 
-        return load_stack_config(self.stack_file)
+        return load_stack_config(self.effective_config or self.stack_file)
 
     # pulumi ----------------------------------------------------------------------------------
 
@@ -264,8 +296,9 @@ class LocalStack:
         cmd = [str(self.bin_dir / "pulumi"), *args, "--non-interactive"]
         if stack:
             cmd += ["--stack", self.stack]
-        if self.config_file is not None and args and args[0] in CONFIG_FILE_COMMANDS:
-            cmd += ["--config-file", str(self.config_file)]
+        config = self.effective_config
+        if config is not None and args and args[0] in CONFIG_FILE_COMMANDS:
+            cmd += ["--config-file", str(config)]
         if not capture:
             self.log("$ " + shlex.join(["pulumi", *cmd[1:]]))
         result = subprocess.run(
@@ -382,15 +415,148 @@ class LocalStack:
 
         cluster = self.cluster
         if cluster.running_pids():
+            if self.real_node and self.node() is None:
+                raise StackError(
+                    "the local control plane runs without a real node: `fleetplane down` first"
+                )
             self.log(f"local control plane already running ({cluster.kubeconfig})")
             return False
         if self.cluster_dir.exists():
-            cluster.stop()
+            self._stop_cluster()
         started = time.monotonic()
-        cluster.start()
-        cluster.create_nodes(fake_nodes(local_fake_pools(self.fleet())))
-        self.log(f"control plane and fake fleet up in {time.monotonic() - started:.1f}s")
+        if not self.real_node:
+            cluster.start()
+            cluster.create_nodes(fake_nodes(local_fake_pools(self.fleet())))
+            self.log(f"control plane and fake fleet up in {time.monotonic() - started:.1f}s")
+            return True
+        from localfleet.nodenet import NodeNetwork
+
+        self._require_images()
+        network = NodeNetwork.create(self.network_record)
+        cluster.bind_address, cluster.service_cidr = network.host_ip, network.service_cidr
+        try:
+            cluster.start()
+            cluster.create_nodes(fake_nodes(local_fake_pools(self.fleet())))
+            node = self.node()
+            node.start()
+            self.configure_real_node(node)
+        except BaseException:
+            self._stop_cluster()
+            raise
+        self.log(
+            f"control plane, fake fleet and real node {node.name} up in "
+            f"{time.monotonic() - started:.1f}s"
+        )
         return True
+
+    # the real node ---------------------------------------------------------------------------
+
+    def _require_images(self) -> None:
+        missing = [n for n in REAL_NODE_IMAGES if not (self.images_dir / n / "index.json").exists()]
+        if missing:
+            raise StackError(
+                f"no {' or '.join(missing)} image in {self.images_dir}: the real node runs the "
+                "images `fleetplane image build` writes there (make image)"
+            )
+
+    def configure_real_node(self, node: Any) -> None:
+        """Push the built images to the node's registry and derive the stack configuration
+        that runs them there: OPA as its Deployment behind its Service (no `external_url`), the
+        controller's CronJob with its image (still suspended: its Jobs are started on purpose)
+        talking to that Service, and Prometheus and the Pushgateway on the host end of the
+        node's veth, where pods reach them."""
+        import yaml
+
+        from images.push import push
+        from localfleet.controlplane import free_port
+
+        refs = {
+            name: push(self.images_dir / name, node.registry_address, f"fleetplane/{name}")
+            for name in REAL_NODE_IMAGES
+        }
+        for name, ref in refs.items():
+            self.log(f"{name} image pushed to the node's registry: {ref}")
+        config = yaml.safe_load(self.stack_file.read_text())
+        fleet = config["config"]["fleetplane:fleet"]
+        opa = {k: v for k, v in fleet.get("opa", {}).items() if k != "external_url"}
+        fleet["opa"] = {**opa, "deploy": True, "image": refs["opa"]}
+        controller = {k: v for k, v in fleet.get("controller", {}).items() if k != "opa_url"}
+        prometheus = f"http://{node.network.host_ip}:{free_port()}"
+        fleet["controller"] = {
+            **controller,
+            "image": refs["controller"],
+            "prometheus_url": prometheus,
+        }
+        gateway = fleet.setdefault("observability", {}).setdefault("pushgateway", {})
+        if gateway.get("deploy") is False:  # the local fleet runs it: where pods reach it
+            gateway["url"] = f"http://{node.network.host_ip}:{free_port()}"
+        header = (
+            f"# Derived from {self.stack_file} by `fleetplane up --real-node` "
+            "(localfleet/stack.py); removed with the cluster.\n"
+        )
+        self.real_node_config.write_text(header + yaml.safe_dump(config, sort_keys=False))
+
+    def _served_here(self, url: str) -> bool:
+        """Whether the local fleet serves `url` itself: on loopback, or on the host's end of
+        the real node's veth (where its pods reach the host)."""
+        node = self.node()
+        return _loopback(url) or (node is not None and _host_port(url)[0] == node.network.host_ip)
+
+    def wait_for_gate(self, timeout: float = 600.0) -> None:
+        """OPA's Deployment has every replica ready (on the real node)."""
+        fleet = self.fleet()
+        ns, name = fleet.system_namespace, fleet.opa.name
+        deadline = time.monotonic() + timeout
+        self.log(f"waiting for OPA's {fleet.opa.replicas} replicas (image pull, start)")
+        while True:
+            found = self.cluster.kubectl("get", "deployment", name, "-n", ns, "-o", "json",
+                                         check=False)  # fmt: skip
+            status = json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
+            if status.get("readyReplicas", 0) >= fleet.opa.replicas:
+                break
+            if time.monotonic() > deadline:
+                pods = self.cluster.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False)
+                events = self.cluster.kubectl("get", "events", "-n", ns, check=False)
+                raise StackError(
+                    f"OPA's Deployment not ready after {timeout:.0f}s:\n{pods.stdout}"
+                    f"{events.stdout[-3000:]}"
+                )
+            time.sleep(2)
+        self.log(f"OPA ({fleet.opa.replicas} replicas) serving the gate from the real node")
+
+    def controller_job(self, name: str, timeout: float = 600.0) -> tuple[int, str]:
+        """One controller pass in the cluster: a Job created from the CronJob, as the schedule
+        would create it; its exit status (0 complete, 1 failed) and its log."""
+        from components.controller_job import CONTROLLER_NAME
+
+        ns = self.fleet().system_namespace
+        cluster = self.cluster
+        cluster.kubectl("create", "job", name, f"--from=cronjob/{CONTROLLER_NAME}", "-n", ns)
+        deadline = time.monotonic() + timeout
+        while True:
+            status = cluster.get_json("job", name, "-n", ns).get("status", {})
+            done = {c["type"]: c["status"] for c in status.get("conditions", [])}
+            if done.get("Complete") == "True" or done.get("Failed") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise StackError(f"controller Job {name} not finished after {timeout:.0f}s")
+            time.sleep(1)
+        logs = cluster.kubectl("logs", f"job/{name}", "-n", ns, check=False).stdout
+        return (0 if done.get("Complete") == "True" else 1), logs
+
+    def _stop_cluster(self, *, keep: bool = False) -> None:
+        from localfleet.nodenet import NodeNetwork
+
+        node = self.node()
+        if node is not None:
+            node.stop()
+        cluster = self.cluster
+        cluster.keep = keep
+        network = NodeNetwork.recorded(self.network_record)
+        cluster.stop()
+        if network is not None:
+            network.destroy()
+            self.network_record.unlink(missing_ok=True)
 
     # the gate, Prometheus and the controller -------------------------------------------------
 
@@ -453,18 +619,19 @@ class LocalStack:
         """Prometheus at `controller.prometheus_url`, evaluating the rule set
         (observability/rules.yaml, the stack's numbers) and scraping the Pushgateway the
         controller pushes to; alerts go to a local Alertmanager (ALERTMANAGER_ADDRESS, no
-        receiver: see them with `amtool` or its UI)."""
+        receiver: see them with `amtool` or its UI). With a real node, Prometheus listens on the
+        host's end of the node's veth, where pods reach it."""
         from fleet.render import pushgateway_url
         from localfleet.servers import alertmanager_config, prometheus_config
         from observability.rules import write_rule_file
 
         fleet = self.fleet()
         url = fleet.controller.prometheus_url
-        if not _loopback(url):
+        if not self._served_here(url):
             return
         gateway = pushgateway_url(fleet)
         pushgateway: str | None = None
-        if _loopback(gateway):
+        if self._served_here(gateway):
             pushgateway = "{}:{}".format(*_host_port(gateway))
             self.pushgateway.start(
                 [
@@ -633,7 +800,15 @@ class LocalStack:
         (hook,) = json.loads(found.stdout)["webhooks"]
         target = hook["clientConfig"].get("url") or "the in-cluster OPA Service"
         state = "OPA not running"
-        if fleet.opa.external_url is not None and self.opa.pid() is not None:
+        if fleet.opa.deploy and fleet.opa.external_url is None:
+            found = self.cluster.kubectl(
+                "get", "deployment", fleet.opa.name, "-n", fleet.system_namespace, "-o", "json",
+                check=False,
+            )  # fmt: skip
+            if found.returncode == 0:
+                ready = json.loads(found.stdout).get("status", {}).get("readyReplicas", 0)
+                state = f"OPA {ready}/{fleet.opa.replicas} replicas ready in the cluster"
+        elif fleet.opa.external_url is not None and self.opa.pid() is not None:
             host, port = _host_port(fleet.opa.external_url)
             context = ssl.create_default_context(cafile=str(self.opa.work_dir / "certs/ca.crt"))
             if _http_ok(f"https://{host}:{port}/health", context):
@@ -661,7 +836,15 @@ class LocalStack:
         self.log(f"pulumi up of stack {self.stack!r} took {time.monotonic() - started:.1f}s")
         self.start_gate()
         self.start_prometheus()
-        exit_code = self.controller_pass() if controller else None
+        if self.node() is None:
+            exit_code = self.controller_pass() if controller else None
+            return self.summary(exit_code)
+        self.wait_for_gate()
+        exit_code = None
+        if controller:
+            exit_code, logs = self.controller_job(f"fleetplane-controller-up-{int(time.time())}")
+            for line in logs.splitlines()[-15:]:
+                self.log(f"  {line}")
         return self.summary(exit_code)
 
     def preview(self, *extra: str) -> None:
@@ -680,8 +863,7 @@ class LocalStack:
         self.prometheus.stop()
         self.pushgateway.stop()
         self.alertmanager.stop()
-        cluster.keep = keep
-        cluster.stop()
+        self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))
 
     def status(self) -> str:

@@ -2,7 +2,7 @@
 
 Every tool comes from a package registry this machine reaches: Go tools are built from the Go
 module proxy through the wrapper modules under tools/go/ (their go.mod/go.sum pin versions and
-checksums); Prometheus and its companions, containerd, runc, the CNI plugins, the registry and
+checksums); Prometheus and its companions, containerd, runc, the CNI plugins, iptables, the registry and
 catatonit come from Debian's archive (unpacked, not installed). Built binaries live in a per-user
 cache keyed by tool, version and a hash of the recipe, so a fresh clone (or CI) on the same
 machine reuses them in seconds; tools/bin (git-ignored) only holds symlinks into that cache.
@@ -453,25 +453,11 @@ def _debian_tool(*, name: str, package: str, version: str, files: dict[str, str]
     `cni/` prefix keeps the CNI plugins in a folder of their own) to its path in the .deb."""
 
     def obtain(tool: Tool, out: Path) -> None:
-        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-            raise BootstrapError(f"could not obtain {tool.name}: apt-get/dpkg-deb not found")
         with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            candidate = _apt_candidate(package)
-            if not _is_upstream_version(candidate, tool.version):
-                _run(tool, ["apt-get", "update", "-qq"], cwd=work)
-                candidate = _apt_candidate(package)
-            if not _is_upstream_version(candidate, tool.version):
-                raise BootstrapError(
-                    f"could not obtain {tool.name} {tool.version}: Debian offers {package} "
-                    f"{candidate or 'nothing'}"
-                )
-            _run(tool, ["apt-get", "download", "-qq", f"{package}={candidate}"], cwd=work)
-            (deb,) = work.glob(f"{package}_*.deb")
-            _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
+            root = _unpack_debian(tool, package, Path(tmp))
             for target, source in files.items():
                 (out / target).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(work / "root" / source, out / target)
+                shutil.copy2(root / source, out / target)
                 _check_libraries(tool, out / target)
 
     # The package and the file map are the recipe: changing either gets a fresh cache folder.
@@ -482,6 +468,88 @@ def _debian_tool(*, name: str, package: str, version: str, files: dict[str, str]
         obtain=obtain,
         extra_key=repr((package, sorted(files.items()))),
     )
+
+
+IPTABLES_COMMANDS = (
+    "iptables",
+    "iptables-save",
+    "iptables-restore",
+    "ip6tables",
+    "ip6tables-save",
+    "ip6tables-restore",
+)
+IPTABLES_LIBRARIES = (
+    "libxtables12",
+    "libip4tc2",
+    "libip6tc2",
+    "libnftnl11",
+    "libmnl0",
+    "libnetfilter-conntrack3",
+    "libnfnetlink0",
+)
+IPTABLES_WRAPPER = """#!/bin/sh
+# {command} (nf_tables backend) from Debian's iptables package, with the libraries and
+# extensions the package depends on unpacked beside it (tools/bootstrap.py, _iptables_tool).
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/lib" XTABLES_LIBDIR="$here/xtables" exec "$here/xtables-nft-multi" {command} "$@"
+"""
+
+
+def _iptables_tool(version: str) -> Tool:
+    """iptables for kube-proxy (which runs `iptables`, `iptables-save`, `iptables-restore` and
+    their IPv6 twins from PATH). Debian's package needs libraries this machine lacks, so they are
+    unpacked too (their Debian packages, any version), into `iptables/lib`, and each command is a
+    small wrapper that points the loader and iptables' extension directory there."""
+
+    def obtain(tool: Tool, out: Path) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = _unpack_debian(tool, "iptables", Path(tmp), extra=IPTABLES_LIBRARIES)
+            target = out / "iptables"
+            (target / "lib").mkdir(parents=True)
+            shutil.copy2(root / "usr/sbin/xtables-nft-multi", target / "xtables-nft-multi")
+            libdir = root / "usr/lib/x86_64-linux-gnu"
+            for library in sorted(libdir.glob("*.so*")):
+                shutil.copy2(library, target / "lib" / library.name, follow_symlinks=False)
+            shutil.copytree(libdir / "xtables", target / "xtables")
+            for command in IPTABLES_COMMANDS:
+                wrapper = target / command
+                wrapper.write_text(IPTABLES_WRAPPER.format(command=command))
+                wrapper.chmod(0o755)
+            _check_libraries(tool, target / "xtables-nft-multi", library_path=target / "lib")
+
+    return Tool(
+        name="iptables",
+        version=version,
+        binaries=tuple(f"iptables/{command}" for command in IPTABLES_COMMANDS),
+        obtain=obtain,
+        extra_key=repr((IPTABLES_LIBRARIES, IPTABLES_WRAPPER)),
+    )
+
+
+def _unpack_debian(tool: Tool, package: str, work: Path, *, extra: tuple[str, ...] = ()) -> Path:
+    """Download `package` at the pinned upstream version (and `extra` packages at Debian's
+    candidate) and unpack them into `work/root`, which is returned."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise BootstrapError(f"could not obtain {tool.name}: apt-get/dpkg-deb not found")
+    candidate = _apt_candidate(package)
+    if not _is_upstream_version(candidate, tool.version):
+        _run(tool, ["apt-get", "update", "-qq"], cwd=work)
+        candidate = _apt_candidate(package)
+    if not _is_upstream_version(candidate, tool.version):
+        raise BootstrapError(
+            f"could not obtain {tool.name} {tool.version}: Debian offers {package} "
+            f"{candidate or 'nothing'}"
+        )
+    wanted = [f"{package}={candidate}"]
+    for name in extra:
+        found = _apt_candidate(name)
+        if not found:
+            raise BootstrapError(f"could not obtain {tool.name}: Debian offers no {name}")
+        wanted.append(f"{name}={found}")
+    _run(tool, ["apt-get", "download", "-qq", *wanted], cwd=work)
+    for deb in sorted(work.glob("*.deb")):
+        _run(tool, ["dpkg-deb", "-x", str(deb), str(work / "root")], cwd=work)
+    return work / "root"
 
 
 def _is_upstream_version(candidate: str, version: str) -> bool:
@@ -497,12 +565,13 @@ def _apt_candidate(package: str) -> str:
     return match.group(1) if match and match.group(1) != "(none)" else ""
 
 
-def _check_libraries(tool: Tool, binary: Path) -> None:
+def _check_libraries(tool: Tool, binary: Path, *, library_path: Path | None = None) -> None:
     # Installing the package would pull its library dependencies in; unpacking does not, so a
     # binary that needs a library this machine lacks is refused here rather than at first use.
     if shutil.which("ldd") is None:
         return
-    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    env = None if library_path is None else {**os.environ, "LD_LIBRARY_PATH": str(library_path)}
+    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, env=env)
     missing = [line.split()[0] for line in result.stdout.splitlines() if "not found" in line]
     if missing:
         raise BootstrapError(
@@ -654,6 +723,8 @@ def pinned_tools() -> list[Tool]:
             version="2.8.2",
             files={"registry": "usr/bin/docker-registry"},
         ),
+        # kube-proxy's iptables mode (Debian's, the nf_tables backend; see _iptables_tool)
+        _iptables_tool("1.8.9"),
         _debian_tool(
             name="catatonit",
             package="catatonit",

@@ -107,6 +107,8 @@ def test_policy_gate(
     assert "@sha256:" in container["image"]
     assert "--tls-cert-file=/certs/tls.crt" in container["args"]
     assert "--addr=0.0.0.0:8443" in container["args"]
+    # the kubelet probes the diagnostic port over plain HTTP: it must not inherit the TLS
+    assert "--diagnostic-addr=http://0.0.0.0:8282" in container["args"]
     # data kept as AST values: evaluation does not convert the configuration on every lookup
     assert "--optimize-store-for-read-speed" in container["args"]
     policy_volume = next(v for v in pod["volumes"] if v["name"] == "policies")

@@ -23,6 +23,7 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "containerd",
         "runc",
         "cni-plugins",
+        "iptables",
         "registry",
         "catatonit",
     }
@@ -39,6 +40,10 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "cni/host-local",
         "cni/loopback",
         "cni/portmap",
+    )
+    # kube-proxy runs these from PATH: tools/bin/iptables is the folder to put on it
+    assert {"iptables/iptables", "iptables/iptables-restore", "iptables/ip6tables-save"} <= set(
+        tools["iptables"].binaries
     )
 
 
