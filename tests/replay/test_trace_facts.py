@@ -43,7 +43,14 @@ FLEET: dict[str, Any] = {
             "v100-16gb": {"price_per_hour_usd": {"on-demand": V100, "spot": 0.92}},
         },
         "teams": [
-            {"name": "research", "monthly_budget_usd": 100000, "quota": {"nvidia.com/gpu": 6}}
+            {
+                "name": "research",
+                "monthly_budget_usd": 100000,
+                "quota": {"nvidia.com/gpu": 6},
+                # Inference has no runtime bound, so it is priced as unbounded unless the team
+                # takes the type's budget exemption.
+                "budget_exempt_types": ["inference"],
+            }
         ],
         "registries": ["nvcr.io/"],
         "opa": {"deploy": False},
