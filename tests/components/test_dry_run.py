@@ -81,7 +81,7 @@ def test_every_declared_object_passes_a_server_side_dry_run(
     manifests = stack_manifests(stack)
     namespaces = [m for m in manifests if m["kind"] == "Namespace"]
     objects = [m for m in manifests if m["kind"] != "Namespace"]
-    assert {m["kind"] for m in objects} >= {"ResourceQuota", "Queue", "CronJob", "PriorityClass"}
+    assert {m["kind"] for m in objects} >= {"LimitRange", "Queue", "CronJob", "PriorityClass"}
     dry_run(kube, namespaces)
     dry_run(kube, objects)
 
