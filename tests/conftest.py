@@ -19,9 +19,9 @@ import pytest
 from localfleet.controlplane import LocalCluster
 from localfleet.fakenodes import default_pools, fake_nodes
 from localfleet.servers import OpaServer, PrometheusServer, Sample
+from localfleet.volcano import install_volcano_crds
 
 ROOT = Path(__file__).resolve().parent.parent
-VOLCANO_CRDS = ROOT / "components" / "crds" / "volcano.yaml"
 
 # Servers whose logs are attached to a failing test's report, by fixture name.
 _LOG_SOURCES: dict[str, Callable[[], str]] = {}
@@ -41,21 +41,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The local control plane with the default fake fleet (16 GPU nodes, 4 TPU hosts) and
-    Volcano's CRDs installed."""
+    the pinned Volcano release's CRDs installed (its processes: the `volcano` fixture)."""
     cluster = LocalCluster(data_dir=tmp_path_factory.mktemp("cluster"))
     cluster.start()
     _LOG_SOURCES["kube"] = lambda: "\n".join(cluster.log_tail(name) for name in cluster.processes)
     try:
         cluster.create_nodes(fake_nodes(default_pools()))
-        cluster.kubectl("apply", "--server-side", "-f", str(VOLCANO_CRDS))
-        cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/queues.scheduling.volcano.sh",
-            "crd/podgroups.scheduling.volcano.sh",
-            "crd/jobs.batch.volcano.sh",
-        )
+        install_volcano_crds(cluster)
         yield cluster
     finally:
         _LOG_SOURCES.pop("kube", None)
