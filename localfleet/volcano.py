@@ -123,15 +123,25 @@ def install_volcano_crds(cluster: LocalCluster, *, bin_dir: Path | None = None) 
     path = crds_path(bin_dir)
     require_binaries(path.parent, (path.name,))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/queues.scheduling.volcano.sh",
-        "crd/podgroups.scheduling.volcano.sh",
-        "crd/jobs.batch.volcano.sh",
-        "crd/commands.bus.volcano.sh",
-    )
+    wanted = {
+        "queues.scheduling.volcano.sh",
+        "podgroups.scheduling.volcano.sh",
+        "jobs.batch.volcano.sh",
+        "commands.bus.volcano.sh",
+    }
+
+    def established() -> bool:
+        # `kubectl wait` fails outright on a CRD whose status has no conditions yet.
+        return wanted <= {
+            crd["metadata"]["name"]
+            for crd in cluster.get_json("crd")["items"]
+            if any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+        }
+
+    cluster._wait("Volcano's CRDs Established", established, time.monotonic() + 60)
 
 
 def webhook_configurations(url: str, ca_pem: str) -> list[dict[str, Any]]:
@@ -303,6 +313,15 @@ class LocalVolcano:
         }[name]
         return f"http://127.0.0.1:{self.ports[port]}/healthz"
 
+    def _healthy(self, name: str) -> bool:
+        if name != "vc-webhook-manager":
+            return _http_ok(self._healthz(name))
+        # The webhook manager serves its health check over TLS with the webhook's certificate.
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.cluster.data_dir / "pki" / "ca.crt"))  # type: ignore[operator]
+        return _http_ok(self._healthz(name).replace("http://", "https://"), context=context)
+
     def start_component(self, name: str, *, deadline: float | None = None) -> None:
         """Start one of the three (again: the fault tests kill and restart them) and wait
         until its health check answers."""
@@ -315,7 +334,7 @@ class LocalVolcano:
                 raise ClusterError(
                     f"{name} exited with {proc.returncode}:\n{self.cluster.log_tail(name)}"
                 )
-            if _http_ok(self._healthz(name)):
+            if self._healthy(name):
                 if self.cluster.data_dir is not None and (self.work_dir / "pids.json").exists():
                     self._write_pids()
                 return

@@ -96,3 +96,49 @@ def prometheus_factory(tmp_path: Path) -> Iterator[Callable[[Iterable[Sample]], 
     _LOG_SOURCES.pop("prometheus_factory", None)
     for server in started:
         server.stop()
+
+
+VOLCANO_TEAMS = [
+    # a team of two namespaces: one queue, one limit across both
+    {
+        "name": "vt-alpha",
+        "namespaces": ["vt-alpha-a", "vt-alpha-b"],
+        "monthly_budget_usd": 1000,
+        "quota": {"nvidia.com/gpu": 8},
+    },
+    {"name": "vt-beta", "monthly_budget_usd": 1000, "quota": {"nvidia.com/gpu": 16}},
+]
+
+
+@pytest.fixture(scope="session")
+def volcano(kube: LocalCluster) -> Iterator[Any]:
+    """The pinned Volcano release running on `kube` (webhooks, controllers, scheduler),
+    configured as the chart is from a fleet of the local stack's pools with two test teams
+    (`VOLCANO_TEAMS`), whose namespaces, queues and priority classes are created."""
+    from components.tenancy import priority_classes, team_manifests
+    from components.volcano import volcano_queues
+    from fleet.config import load_stack_config, parse_fleet
+    from fleet.project import stack_file as project_stack_file
+    from localfleet.volcano import LocalVolcano
+
+    local = load_stack_config(project_stack_file("local"))
+    raw = local.model_dump(mode="json", exclude_none=True)
+    raw["teams"] = VOLCANO_TEAMS
+    fleet = parse_fleet(raw)
+    runner = LocalVolcano(cluster=kube, fleet=fleet)
+    runner.start()
+    _LOG_SOURCES["volcano"] = lambda: "\n".join(
+        kube.log_tail(name)
+        for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
+    )
+    try:
+        objects = [m for team in fleet.teams for m in team_manifests(fleet, team)]
+        kube.apply([m for m in objects if m["kind"] == "Namespace"])
+        kube.apply([m for m in objects if m["kind"] != "Namespace"])
+        existing = {pc["metadata"]["name"] for pc in kube.get_json("priorityclasses")["items"]}
+        kube.apply([pc for pc in priority_classes(fleet) if pc["metadata"]["name"] not in existing])
+        kube.apply(volcano_queues(fleet))
+        yield runner
+    finally:
+        _LOG_SOURCES.pop("volcano", None)
+        runner.stop()
