@@ -240,3 +240,33 @@ def test_no_eviction_for_a_pending_high_priority_pod(kube: LocalCluster, volcano
         "--force",
         check=False,
     )
+
+
+def test_the_scheduler_killed_then_restarted_resumes_placement(
+    kube: LocalCluster, volcano: Any
+) -> None:
+    """vc-scheduler crashes: a pod submitted meanwhile waits (nothing else places it, nothing
+    is lost), and is placed once the scheduler is back."""
+    app = name("crash")
+    volcano.kill("vc-scheduler")
+    try:
+        kube.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": app, "namespace": "vt-beta", "labels": {"app": app}},
+                    "spec": pod_spec(1),
+                }
+            ]
+        )
+        time.sleep(6)
+        (waiting,) = pods(kube, "vt-beta", f"app={app}")
+        assert waiting["spec"]["schedulerName"] == "volcano"
+        assert not waiting["spec"].get("nodeName")
+    finally:
+        volcano.start_component("vc-scheduler")
+    wait_for(
+        "the pod placed after the restart", lambda: running(pods(kube, "vt-beta", f"app={app}"))
+    )
+    kube.kubectl("delete", "pod", app, "-n", "vt-beta", "--grace-period=0", "--force", check=False)
