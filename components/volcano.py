@@ -149,6 +149,11 @@ def volcano_queues(config: FleetConfig) -> list[Manifest]:
         guarantee = {r: str(n) for r, n in team.guaranteed.items() if n > 0}
         if guarantee:
             spec["guarantee"] = {"resource": guarantee}
+            # Volcano's queue webhook (1.15) refuses a guarantee above `deserved`, unset
+            # included. The proportion plugin computes deserved shares from the weights and
+            # never reads this field (the capacity plugin would), so the guarantee itself is
+            # declared: the least claim that passes, changing no share.
+            spec["deserved"] = dict(guarantee)
         queues.append(
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",

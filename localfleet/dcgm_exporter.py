@@ -316,11 +316,12 @@ class KubeReader:
         user = config["users"][0]["user"]
         self.server = cluster["server"]
         self.session = requests.Session()
-        self.session.verify = cluster["certificate-authority"]
         self.session.cert = (user["client-certificate"], user["client-key"])
+        # Per request: a session's `verify` loses to REQUESTS_CA_BUNDLE in the environment.
+        self.ca = cluster["certificate-authority"]
 
     def items(self, path: str) -> list[dict[str, Any]]:
-        response = self.session.get(self.server + path, timeout=10)
+        response = self.session.get(self.server + path, timeout=10, verify=self.ca)
         response.raise_for_status()
         return list(response.json()["items"])
 

@@ -106,7 +106,13 @@ VOLCANO_TEAMS = [
         "monthly_budget_usd": 1000,
         "quota": {"nvidia.com/gpu": 8},
     },
-    {"name": "vt-beta", "monthly_budget_usd": 1000, "quota": {"nvidia.com/gpu": 16}},
+    # a guarantee: Volcano's queue webhook checks it against `deserved`
+    {
+        "name": "vt-beta",
+        "monthly_budget_usd": 1000,
+        "quota": {"nvidia.com/gpu": 16},
+        "guaranteed": {"nvidia.com/gpu": 4},
+    },
 ]
 
 

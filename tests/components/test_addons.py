@@ -183,12 +183,15 @@ def test_one_queue_per_team_with_capability_guarantee_and_weight(
             "reclaimable": True,
             "capability": {"nvidia.com/gpu": "160", "google.com/tpu": "48"},
             "guarantee": {"resource": {"nvidia.com/gpu": "32", "google.com/tpu": "16"}},
+            # Volcano's webhook wants deserved >= guarantee (proportion ignores deserved)
+            "deserved": {"nvidia.com/gpu": "32", "google.com/tpu": "16"},
         },
         "serving": {
             "weight": 5,
             "reclaimable": False,
             "capability": {"nvidia.com/gpu": "64", "google.com/tpu": "16"},
             "guarantee": {"resource": {"nvidia.com/gpu": "48"}},
+            "deserved": {"nvidia.com/gpu": "48"},
         },
         "analytics": {
             "weight": 1,
