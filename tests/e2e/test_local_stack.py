@@ -146,6 +146,14 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     assert "policy gate: enforcing" in summary and "OPA healthy" in summary
     assert "helm charts: off" in summary
     assert "volcano 1.15.1: vc-webhook-manager" in summary
+    # the scenario played on the live fleet: Volcano placed, the controller warned, preempted
+    # a gang whole and reclaimed, the gate refused
+    assert "=== scenario: the fleet at work ===" in summary
+    for decision in ("idle.warn", "idle.reclaim", "preempt.preempt", "gang of ml-research/"):
+        assert decision in summary, decision
+    assert "workload-type: pod has no label" in summary
+    assert "budget: team analytics would reach" in summary
+    assert "controller passes: ok, ok" in summary
 
     # 2. the gate, in the cluster, as a member of the research team ------------------------
     allowed = cluster.kubectl(
