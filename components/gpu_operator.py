@@ -86,16 +86,35 @@ def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str,
                 "data": plugin_configs,
             }
         },
-        "dcgmExporter": {
-            "enabled": True,
-            "serviceMonitor": {
-                "enabled": True,
-                "interval": f"{settings.dcgm_scrape_interval_seconds}s",
-                "honorLabels": False,
-            },
-        },
+        "dcgmExporter": {"enabled": True, "serviceMonitor": dcgm_service_monitor(fleet)},
         "nfd": {"enabled": True},
         "gfd": {"enabled": True},
+    }
+
+
+DCGM_EXPORTER = "nvidia-dcgm-exporter"
+"""The GPU Operator's name for the exporter's DaemonSet, Service and container."""
+DCGM_EXPORTER_PORT = "gpu-metrics"
+"""The port name of the exporter's Service (the ServiceMonitor's endpoint)."""
+
+
+def dcgm_service_monitor(fleet: FleetConfig) -> dict[str, Any]:
+    """The GPU Operator chart's `dcgmExporter.serviceMonitor` values: how Prometheus scrapes
+    the exporter. The local fleet renders the same declaration into its Prometheus's scrape
+    configuration (`localfleet.dcgm_exporter.scrape_config`).
+
+    honorLabels must be true: dcgm-exporter labels each GPU's series with the `pod`,
+    `namespace` and `container` of the workload holding it, and the Prometheus Operator adds
+    target labels of the same names (the exporter's own pod). With false, Prometheus keeps the
+    target's and renames the workload's to `exported_pod` and `exported_namespace`, and the
+    controller's evidence join on `namespace`/`pod` finds no GPU for any workload: idle
+    reclaim would be blind."""
+    return {
+        "enabled": True,
+        "interval": f"{fleet.gpu_operator.dcgm_scrape_interval_seconds}s",
+        "honorLabels": True,
+        "additionalLabels": {},
+        "relabelings": [],
     }
 
 

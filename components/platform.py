@@ -36,7 +36,7 @@ from components.tenancy import (
     team_manifests,
 )
 from components.tls import TlsMaterial, generate_tls_bundle
-from components.volcano import Volcano, VolcanoArgs, volcano_crds, volcano_queues
+from components.volcano import Volcano, VolcanoArgs, volcano_queues
 from fleet.config import ClusterConfig, FleetConfig
 from fleet.project import find_project
 from fleet.project import policies_dir as project_policies
@@ -210,15 +210,13 @@ def render_manifests(
 ) -> list[Manifest]:
     """Every Kubernetes object the components declare in a cluster, in apply order.
 
-    Helm releases are not included (their objects come from the charts); Volcano's CRDs are,
-    for a cluster without charts. When `tls` is not
+    Helm releases are not included (their objects come from the charts, Volcano's CRDs among
+    them; a cluster without charts runs the same release's CRDs outside Pulumi). When `tls` is not
     given and the admission gate is declared, throwaway TLS material is generated.
     """
     manifests = [system_namespace(config), *priority_classes(config)]
     for team in config.teams:
         manifests += team_manifests(config, team)
-    if any(not cluster.helm_charts for cluster in config.clusters):
-        manifests += volcano_crds()
     manifests += volcano_queues(config)
     if config.opa.gate:
         if tls is None:

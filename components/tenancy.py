@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.kube import Manifest, declare_all, meta, resource_slug
+from components.kube import Manifest, declare_all, meta
 from fleet import labels
 from fleet.config import FleetConfig, TeamConfig
 
@@ -22,8 +22,10 @@ class TeamTenancyArgs:
 
 class TeamTenancy(pulumi.ComponentResource):
     """A team's namespaces (labelled for the admission webhook, annotated with the team's
-    default Volcano queue), one ResourceQuota per accelerator resource, a LimitRange with
-    container defaults, and a RoleBinding of the team's groups to `edit`."""
+    default Volcano queue), a LimitRange with container defaults, and a RoleBinding of the
+    team's groups to `edit`. The team's accelerator quota is its Volcano queue's capability
+    (components.volcano), one limit across all its namespaces: a ResourceQuota per namespace
+    would give each namespace the whole quota again."""
 
     resources: list[pulumi.CustomResource]
 
@@ -96,9 +98,8 @@ def priority_classes(config: FleetConfig) -> list[Manifest]:
 
 
 def team_manifests(config: FleetConfig, team: TeamConfig) -> list[Manifest]:
-    """Namespaces, accelerator quotas, container defaults and RBAC of one team."""
+    """Namespaces, container defaults and RBAC of one team (its quota is its queue's)."""
     out: list[Manifest] = []
-    resources = config.accelerator_resources()
     team_label = {labels.TEAM: team.name}
     for ns in team.effective_namespaces:
         out.append(
@@ -113,20 +114,6 @@ def team_manifests(config: FleetConfig, team: TeamConfig) -> list[Manifest]:
                 ),
             }
         )
-        for resource in resources:
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": meta(
-                        f"accelerators-{resource_slug(resource)}",
-                        ns,
-                        component="tenancy",
-                        extra_labels=team_label,
-                    ),
-                    "spec": {"hard": {f"requests.{resource}": str(team.quota.get(resource, 0))}},
-                }
-            )
         defaults = team.container_defaults
         # CPU and memory only: a LimitRange max on an extended resource would make every
         # container declare a limit for it. Per-workload accelerator limits are OPA's.

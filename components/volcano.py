@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -15,23 +14,53 @@ from fleet import labels
 from fleet.config import ClusterConfig, FleetConfig
 from fleet.volcano import scheduler_config
 
-ENABLED_ADMISSIONS = ",".join(
-    (
-        # the chart's default set (installer/helm/chart/volcano/values.yaml)
-        "/jobs/mutate",
-        "/jobs/validate",
-        "/podgroups/validate",
-        "/queues/mutate",
-        "/queues/validate",
-        "/hypernodes/validate",
-        # Not in the default set: it gives a PodGroup that names no queue (those Volcano
-        # creates for plain pods, Deployments and Jobs scheduled by it) the queue in its
-        # namespace's `scheduling.volcano.sh/queue-name` annotation, i.e. the team's queue.
-        # Without it they land in `default`, outside every team's quota. Volcano Jobs get
-        # `default` from /jobs/mutate instead; the admission gate's queue rule refuses those.
-        "/podgroups/mutate",
-    )
+ADMISSIONS: tuple[str, ...] = (
+    # the chart's default set (installer/helm/chart/volcano/values.yaml)
+    "/jobs/mutate",
+    "/jobs/validate",
+    "/podgroups/validate",
+    "/queues/mutate",
+    "/queues/validate",
+    "/hypernodes/validate",
+    # Not in the default set: it gives a PodGroup that names no queue (those Volcano
+    # creates for plain pods, Deployments and Jobs scheduled by it) the queue in its
+    # namespace's `scheduling.volcano.sh/queue-name` annotation, i.e. the team's queue.
+    # Without it they land in `default`, outside every team's quota. Volcano Jobs get
+    # `default` from /jobs/mutate instead; the admission gate's queue rule refuses those.
+    "/podgroups/mutate",
+    # Not in the default set either: with `admission_config` below it sets
+    # `schedulerName: volcano` on every pod created in a team namespace, whatever the user
+    # (or the Deployment, Job, StatefulSet template) wrote. A pod left to kube-scheduler
+    # would skip the team's queue, and with it the team-wide limit.
+    "/pods/mutate",
 )
+"""Volcano's admission webhooks, enabled in the chart and run by the local fleet alike."""
+
+ENABLED_ADMISSIONS = ",".join(ADMISSIONS)
+
+SCHEDULER_NAME = "volcano"
+"""The schedulerName of Volcano's scheduler (the chart's and the local fleet's)."""
+
+
+def admission_config(fleet: FleetConfig) -> str:
+    """The `volcano-admission.conf` document: one resource group per team, matched by its
+    namespaces, whose pods Volcano's /pods/mutate hands to the Volcano scheduler."""
+    groups = [
+        {
+            "resourceGroup": team.name,
+            "object": {"key": "namespace", "value": list(team.effective_namespaces)},
+            "schedulerName": SCHEDULER_NAME,
+        }
+        for team in fleet.teams
+    ]
+    return yaml.safe_dump({"resourceGroups": groups}, sort_keys=False)
+
+
+WEBHOOK_NAMESPACE_SELECTOR: list[dict[str, Any]] = [{"key": labels.TEAM, "operator": "Exists"}]
+"""Added to every Volcano webhook's namespaceSelector: only team namespaces go through them.
+Their failurePolicy is Fail (the chart's), so while Volcano's webhook is down a team namespace
+admits nothing Volcano has not seen, and every other namespace (the system's, monitoring's)
+keeps working. Cluster-scoped Queues are not namespaced: the selector does not apply to them."""
 
 
 def volcano_values(fleet: FleetConfig) -> dict[str, Any]:
@@ -39,6 +68,8 @@ def volcano_values(fleet: FleetConfig) -> dict[str, Any]:
         "custom": {
             "scheduler_config_override": scheduler_config(fleet),
             "enabled_admissions": ENABLED_ADMISSIONS,
+            "admission_config_override": admission_config(fleet),
+            "webhooks_namespace_selector_expressions": WEBHOOK_NAMESPACE_SELECTOR,
         }
     }
 
@@ -54,11 +85,11 @@ class VolcanoArgs:
 
 class Volcano(pulumi.ComponentResource):
     """The Volcano release and the team queues. A cluster that installs no Helm charts
-    (offline) gets Volcano's CRDs instead of the release (`components/crds/volcano.yaml`), so
-    the queues are declared in every case."""
+    (offline: the local fleet) runs the same Volcano release outside Pulumi, with the CRDs of
+    that release and the configuration rendered here (`localfleet.volcano`); only the queues
+    are declared then."""
 
     release: k8s.helm.v3.Release | None
-    crds: list[pulumi.CustomResource]
     queues: dict[str, pulumi.CustomResource]
 
     def __init__(
@@ -69,14 +100,13 @@ class Volcano(pulumi.ComponentResource):
         settings = fleet.volcano
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.release = None
-        self.crds = []
         if not cluster.helm_charts:
             pulumi.log.info(
-                f"Volcano not installed in cluster {cluster.name!r}: helm_charts is off "
-                "(offline); only its CRDs are declared, for the team queues",
+                f"Volcano's chart not installed in cluster {cluster.name!r}: helm_charts is "
+                "off (offline); the Volcano release and its CRDs are expected to run there "
+                "already (the local fleet runs them), only the team queues are declared",
                 resource=self,
             )
-            self.crds = [declare(name, crd, child) for crd in volcano_crds()]
         else:
             self.release = k8s.helm.v3.Release(
                 name,
@@ -93,7 +123,7 @@ class Volcano(pulumi.ComponentResource):
             )
         queue_opts = pulumi.ResourceOptions.merge(
             child,
-            pulumi.ResourceOptions(depends_on=[self.release] if self.release else list(self.crds)),
+            pulumi.ResourceOptions(depends_on=[self.release] if self.release else []),
         )
         self.queues = {
             q["metadata"]["name"]: declare(name, q, queue_opts) for q in volcano_queues(fleet)
@@ -101,20 +131,9 @@ class Volcano(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "installed": self.release is not None,
-                "crds": len(self.crds),
                 "queues": sorted(self.queues),
             }
         )
-
-
-VOLCANO_CRDS = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
-"""Volcano's CustomResourceDefinitions for clusters without the Volcano chart (offline)."""
-
-
-def volcano_crds(path: Path = VOLCANO_CRDS) -> list[Manifest]:
-    """The CRDs of the Volcano kinds the platform declares, reads and writes (Queue, PodGroup,
-    Job, Command)."""
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
 
 
 def volcano_queues(config: FleetConfig) -> list[Manifest]:
@@ -130,6 +149,11 @@ def volcano_queues(config: FleetConfig) -> list[Manifest]:
         guarantee = {r: str(n) for r, n in team.guaranteed.items() if n > 0}
         if guarantee:
             spec["guarantee"] = {"resource": guarantee}
+            # Volcano's queue webhook (1.15) refuses a guarantee above `deserved`, unset
+            # included. The proportion plugin computes deserved shares from the weights and
+            # never reads this field (the capacity plugin would), so the guarantee itself is
+            # declared: the least claim that passes, changing no share.
+            spec["deserved"] = dict(guarantee)
         queues.append(
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",

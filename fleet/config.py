@@ -117,8 +117,11 @@ class PriorityClassConfig(_Model):
     """PriorityClass name (required)."""
     value: int = Field(ge=-2_147_483_648, le=1_000_000_000)
     """Priority value; above 1e9 is reserved for system classes (required)."""
-    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
-    """Whether pods of this class may preempt lower ones. Default PreemptLowerPriority."""
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "Never"
+    """Whether kube-scheduler may evict lower-priority pods for pods of this class. Only Never
+    validates: the controller is the fleet's one preemptor (checkpoint-aware, asking OPA), and
+    a scheduler that evicts on its own would race it. The field stays so that a stack that
+    writes PreemptLowerPriority is told why, instead of being silently changed. Default Never."""
     description: str = ""
     """Shown by `kubectl get priorityclass`. Default empty."""
 
@@ -200,9 +203,7 @@ BUILTIN_WORKLOAD_TYPES: dict[str, dict[str, Any]] = {
     "batch": {
         "max_accelerators": 32,
         "capacity": "spot",
-        "priority_classes": [
-            {"name": "fleetplane-batch", "value": 100, "preemption_policy": "Never"}
-        ],
+        "priority_classes": [{"name": "fleetplane-batch", "value": 100}],
         "default_max_runtime_seconds": 21600,
         "checkpoint_required_on_spot": False,
         "budget_exempt": False,
@@ -574,16 +575,16 @@ class GpuOperatorConfig(_Model):
 class VolcanoConfig(_Model):
     """The Volcano Helm release and scheduler configuration."""
 
-    chart_version: str = "1.14.0"
-    """Pinned chart version. Default 1.14.0."""
+    chart_version: str = "1.15.1"
+    """Pinned chart version; the release the local fleet runs (tools/go/volcano). Default 1.15.1."""
     repository: str = "https://volcano-sh.github.io/helm-charts"
     """Chart repository. Default the Volcano chart repository."""
     namespace: NamespaceName = "volcano-system"
     """Namespace of the release. Default volcano-system."""
-    actions: list[str] = Field(
-        default_factory=lambda: ["enqueue", "allocate", "preempt", "reclaim", "backfill"]
-    )
-    """Scheduler actions, in order. Default enqueue, allocate, preempt, reclaim, backfill."""
+    actions: list[str] = Field(default_factory=lambda: ["enqueue", "allocate", "backfill"])
+    """Scheduler actions, in order. `preempt` and `reclaim` are refused: they evict running
+    pods on Volcano's own judgement, and the controller is the fleet's one preemptor. Default
+    enqueue, allocate, backfill."""
 
 
 class OpaConfig(_Model):
@@ -923,6 +924,7 @@ def check_fleet(config: FleetConfig) -> list[Problem]:
         problems.append(Problem(path=path, reason=reason))
 
     _check_duplicates(config, add)
+    _check_one_preemptor(config, add)
     _check_models(config, add)
     _check_clusters(config, add)
     _check_workload_types(config, add)
@@ -974,6 +976,31 @@ def _check_duplicates(config: FleetConfig, add: Any) -> None:
             add(f"teams[{team.name}].name", f"{team.name!r} is a reserved Volcano queue name")
     for name in _duplicates(pc.name for pc in config.priority_classes()):
         add("workload_types", f"priority class {name!r} is declared by more than one workload type")
+
+
+EVICTING_VOLCANO_ACTIONS = ("preempt", "reclaim")
+"""Volcano actions that evict running pods on the scheduler's own judgement."""
+
+
+def _check_one_preemptor(config: FleetConfig, add: Any) -> None:
+    """Exactly one component decides who loses accelerators: the controller, which checks
+    checkpoints and asks OPA. kube-scheduler (PreemptLowerPriority) and Volcano (preempt,
+    reclaim) would evict before it, blind to both."""
+    for name, workload_type in config.workload_types.items():
+        for pc in workload_type.priority_classes:
+            if pc.preemption_policy != "Never":
+                add(
+                    f"workload_types.{name}.priority_classes[{pc.name}].preemption_policy",
+                    "must be Never: the controller is the one preemptor (kube-scheduler would "
+                    "evict before its checkpoint-aware, OPA-gated choice)",
+                )
+    for action in config.volcano.actions:
+        if action in EVICTING_VOLCANO_ACTIONS:
+            add(
+                "volcano.actions",
+                f"{action!r} is refused: Volcano would evict on its own, and the controller is "
+                "the one preemptor (use enqueue, allocate, backfill)",
+            )
 
 
 def _check_models(config: FleetConfig, add: Any) -> None:

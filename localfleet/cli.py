@@ -53,6 +53,12 @@ def add_parser(subparsers: Any) -> None:
         help="also start a real node (containerd, kubelet, kube-proxy) and run OPA and the "
         "controller in the cluster from the images of `fleetplane image build` (root)",
     )
+    up.add_argument(
+        "--no-scenario",
+        action="store_true",
+        help="skip the two-minute scenario (teams submit work, the controller warns, reclaims "
+        "and preempts, the gate refuses) after the first pass",
+    )
     preview = command("preview", "`pulumi preview --diff` of the local stack on the running fleet")
     preview.add_argument("extra", nargs="*", help="more `pulumi preview` arguments (after --)")
     command("status", "the fleet, quotas, spend and gate of the running local stack")
@@ -122,7 +128,7 @@ def run_stack(args: argparse.Namespace) -> int:
             print(f"export KUBECONFIG={shlex.quote(str(stack.cluster_dir / 'kubeconfig'))}")
             return 0
         if args.stack_command == "up":
-            print(stack.up(controller=not args.no_controller))
+            print(stack.up(controller=not args.no_controller, scenario=not args.no_scenario))
         elif args.stack_command == "preview":
             stack.preview(*args.extra)
         elif args.stack_command == "status":

@@ -122,3 +122,9 @@ def _load_authority(pki: Path) -> Authority:
         certificate=certificate,
         not_after=certificate.not_valid_after_utc,
     )
+
+
+def serving_certificate(pki: Path, name: str, alt_names: tuple[str, ...]) -> tuple[str, str]:
+    """A serving certificate (PEM) and key signed by the local CA in `pki`, for a server of
+    the local control plane that the API server calls (a webhook)."""
+    return issue(_load_authority(pki), common_name=name, server=True, alt_names=alt_names)

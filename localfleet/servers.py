@@ -262,6 +262,7 @@ def prometheus_config(
     pushgateway: str | None = None,
     alertmanager: str | None = None,
     interval_seconds: float = 15,
+    scrape_configs: Iterable[dict[str, Any]] = (),
 ) -> str:
     """A Prometheus configuration: its rule files, the Pushgateway scraped with
     `honor_labels` (the pushed `job` label is kept, as the ServiceMonitor of a cloud stack
@@ -277,14 +278,17 @@ def prometheus_config(
         config["rule_files"] = rules
     if alertmanager:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    scrapes = list(scrape_configs)
     if pushgateway:
-        config["scrape_configs"] = [
+        scrapes.append(
             {
                 "job_name": "pushgateway",
                 "honor_labels": True,
                 "static_configs": [{"targets": [pushgateway]}],
             }
-        ]
+        )
+    if scrapes:
+        config["scrape_configs"] = scrapes
     return json.dumps(config, indent=2) + "\n"  # JSON is YAML
 
 
@@ -444,13 +448,15 @@ class AlertmanagerServer:
 class PrometheusServer:
     """A real Prometheus whose TSDB was backfilled with the given samples by promtool; with
     `rule_files`, `pushgateway` and `alertmanager` (host:port) it also evaluates the rules,
-    scrapes the Pushgateway and sends alerts, every `interval_seconds`."""
+    scrapes the Pushgateway and sends alerts, every `interval_seconds`; it also scrapes
+    `scrape_configs` (e.g. the DCGM exporter stand-in's, `localfleet.dcgm_exporter`)."""
 
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
     host: str = "127.0.0.1"
     """Where it listens: loopback, or the real node's host address, which its pods reach."""
+    scrape_configs: list[dict[str, Any]] = field(default_factory=list)
     rule_files: tuple[Path, ...] = ()
     pushgateway: str | None = None
     alertmanager: str | None = None
@@ -494,6 +500,7 @@ class PrometheusServer:
                 pushgateway=self.pushgateway,
                 alertmanager=self.alertmanager,
                 interval_seconds=self.interval_seconds,
+                scrape_configs=self.scrape_configs,
             )
         )
         self._process = _Process("prometheus", self.work_dir / "prometheus.log")

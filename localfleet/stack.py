@@ -262,6 +262,18 @@ class LocalStack:
     def alertmanager(self) -> Service:
         return Service("alertmanager", self.services_dir / "alertmanager")
 
+    @property
+    def dcgm_exporter(self) -> Service:
+        return Service("dcgm-exporter", self.services_dir / "dcgm-exporter")
+
+    @property
+    def volcano(self) -> Any:
+        from localfleet.volcano import LocalVolcano
+
+        return LocalVolcano(
+            cluster=self.cluster, fleet=self.fleet(), bin_dir=self.bin_dir, log=self.log
+        )
+
     def fleet(self) -> Any:
         from fleet.config import load_stack_config
 
@@ -615,13 +627,65 @@ class LocalStack:
         )
         self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
 
+    def start_volcano(self) -> None:
+        """The pinned Volcano release (CRDs, webhooks, controllers, scheduler), configured as
+        the cloud stacks' chart is; started again if it is not running."""
+        volcano = self.volcano
+        if volcano.running_pids().keys() >= {
+            "vc-scheduler",
+            "vc-controller-manager",
+            "vc-webhook-manager",
+        }:
+            return
+        volcano.stop()
+        started = time.monotonic()
+        volcano.start()
+        self.log(
+            f"Volcano {self.fleet().volcano.chart_version} up in {time.monotonic() - started:.1f}s"
+        )
+
+    def exporter_address(self) -> str | None:
+        port_file = self.dcgm_exporter.work_dir / "port"
+        if self.dcgm_exporter.pid() is None or not port_file.exists():
+            return None
+        return f"127.0.0.1:{port_file.read_text().strip()}"
+
+    def start_dcgm_exporter(self) -> str:
+        """The dcgm-exporter stand-in for the fake GPU nodes (`localfleet.dcgm_exporter`)."""
+        from localfleet.controlplane import free_port
+
+        running = self.exporter_address()
+        if running is not None:
+            return running
+        port = free_port()
+        work = self.dcgm_exporter.work_dir
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "port").write_text(f"{port}\n")
+        self.dcgm_exporter.start(
+            [
+                str(self.python),
+                "-m",
+                "localfleet.dcgm_exporter",
+                "--kubeconfig",
+                str(self.cluster.kubeconfig),
+                "--port",
+                str(port),
+            ],
+            ready=lambda: _http_ok(f"http://127.0.0.1:{port}/health"),
+            env={"PYTHONPATH": str(self.root)},
+        )
+        self.log(f"DCGM exporter stand-in at http://127.0.0.1:{port}/metrics")
+        return f"127.0.0.1:{port}"
+
     def start_prometheus(self) -> None:
         """Prometheus at `controller.prometheus_url`, evaluating the rule set
         (observability/rules.yaml, the stack's numbers) and scraping the Pushgateway the
         controller pushes to; alerts go to a local Alertmanager (ALERTMANAGER_ADDRESS, no
         receiver: see them with `amtool` or its UI). With a real node, Prometheus listens on the
         host's end of the node's veth, where pods reach it."""
+        from components.gpu_operator import dcgm_service_monitor
         from fleet.render import pushgateway_url
+        from localfleet.dcgm_exporter import scrape_config
         from localfleet.servers import alertmanager_config, prometheus_config
         from observability.rules import write_rule_file
 
@@ -660,6 +724,12 @@ class LocalStack:
             ready=lambda: _http_ok(f"http://{ALERTMANAGER_ADDRESS}/-/ready"),
         )
         self.log(f"Alertmanager at http://{ALERTMANAGER_ADDRESS}")
+        address = self.start_dcgm_exporter()
+        gpu_nodes = sorted(
+            node["metadata"]["name"]
+            for node in self.cluster.get_json("nodes")["items"]
+            if int(node.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0) or 0)
+        )
         host, port = _host_port(url)
         work = self.prometheus.work_dir
         (work / "data").mkdir(parents=True, exist_ok=True)
@@ -669,6 +739,7 @@ class LocalStack:
                 rule_files=(rules,),
                 pushgateway=pushgateway,
                 alertmanager=ALERTMANAGER_ADDRESS,
+                scrape_configs=[scrape_config(dcgm_service_monitor(fleet), address, gpu_nodes)],
             )
         )
         self.prometheus.start(
@@ -729,9 +800,14 @@ class LocalStack:
             result = subprocess.run(
                 cmd, cwd=self.root, stdout=log, stderr=subprocess.STDOUT, timeout=600
             )
-        tail = log_path.read_text(errors="replace").splitlines()[-15:]
-        for line in tail:
+        text = log_path.read_text(errors="replace")
+        for line in text.splitlines()[-15:]:
             self.log(f"  {line}")
+        from localfleet.scenario import controller_actions
+
+        with open(self.services_dir / "controller" / "actions.jsonl", "a") as actions:
+            for decision in controller_actions(text):
+                actions.write(json.dumps(decision.__dict__) + "\n")
         return result.returncode
 
     # summary ---------------------------------------------------------------------------------
@@ -740,19 +816,24 @@ class LocalStack:
         fleet = self.fleet()
         cluster = self.cluster
         lines = [format_inventory(inventory(cluster.get_json("nodes")["items"])), ""]
-        quotas = cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
+        queues = {
+            q["metadata"]["name"]: q
+            for q in cluster.get_json("queues.scheduling.volcano.sh")["items"]
+        }
         spend = self._spend(fleet)
-        lines.append(f"{'TEAM':12} {'NAMESPACES':24} {'QUOTA (used/hard)':36} {'SPEND (month)'}")
+        lines.append(
+            f"{'TEAM':12} {'NAMESPACES':24} {'QUEUE (allocated/capability)':36} {'SPEND (month)'}"
+        )
         for team in fleet.teams:
             namespaces = team.effective_namespaces
-            used: list[str] = []
-            for quota in quotas:
-                if quota["metadata"]["namespace"] not in namespaces:
-                    continue
-                status = quota.get("status", {})
-                for key, hard in sorted(status.get("hard", {}).items()):
-                    resource = key.removeprefix("requests.")
-                    used.append(f"{resource} {status.get('used', {}).get(key, '0')}/{hard}")
+            queue = queues.get(team.name, {})
+            allocated = queue.get("status", {}).get("allocated", {}) or {}
+            capability = queue.get("spec", {}).get("capability", {}) or {}
+            used = [
+                f"{resource} {allocated.get(resource, '0')}/{hard}"
+                for resource, hard in sorted(capability.items())
+                if str(hard) != "0"
+            ]
             spent = spend.get(team.name, {}).get("usd")
             money = (
                 f"${spent:,.2f} of ${team.monthly_budget_usd:,.0f}"
@@ -763,12 +844,22 @@ class LocalStack:
                 f"{team.name:12} {','.join(namespaces):24} {', '.join(used) or '-':36} {money}"
             )
         lines += ["", self._gate_status(fleet)]
+        running = self.volcano.running_pids()
+        lines.append(
+            f"volcano {fleet.volcano.chart_version}: "
+            + (", ".join(f"{name} ({pid})" for name, pid in running.items()) or "not running")
+        )
+        exporter = self.exporter_address()
+        lines.append(
+            f"dcgm-exporter stand-in: {'http://' + exporter + '/metrics' if exporter else 'not running'}"
+            f", scraped by Prometheus at {fleet.controller.prometheus_url}"
+        )
         for cluster_config in fleet.clusters:
             if not cluster_config.helm_charts:
                 lines.append(
                     f"helm charts: off in cluster {cluster_config.name!r} (offline): the GPU "
-                    "Operator and the Volcano scheduler are not installed; Volcano's CRDs and "
-                    "the team queues are"
+                    "Operator is not installed (fake nodes carry its labels); Volcano runs as "
+                    "local processes of the same release"
                 )
         if controller_exit is not None:
             state = "ok" if controller_exit == 0 else f"failed (exit {controller_exit})"
@@ -820,11 +911,71 @@ class LocalStack:
 
     # commands --------------------------------------------------------------------------------
 
-    def up(self, *, controller: bool = True) -> str:
+    def live(self) -> str:
+        """Queues, pending workloads and why they wait, recent controller actions."""
+        from localfleet.scenario import pending_reason
+
+        fleet = self.fleet()
+        cluster = self.cluster
+        queues = cluster.get_json("queues.scheduling.volcano.sh")["items"]
+        total_weight = sum(q.get("spec", {}).get("weight", 1) for q in queues) or 1
+        lines = [
+            "",
+            f"{'QUEUE':12} {'STATE':8} {'ALLOCATED':28} {'DESERVED':18} CAPABILITY",
+        ]
+        for queue in sorted(queues, key=lambda q: q["metadata"]["name"]):
+            spec, status = queue.get("spec", {}), queue.get("status", {})
+            allocated = {
+                k: v
+                for k, v in (status.get("allocated") or {}).items()
+                if k.startswith(("nvidia", "google"))
+            }
+            # Volcano's proportion plugin derives each queue's deserved share from the weights
+            deserved = f"{spec.get('weight', 1) / total_weight:.0%} (weight)"
+            capability = {k: v for k, v in (spec.get("capability") or {}).items() if str(v) != "0"}
+            lines.append(
+                f"{queue['metadata']['name']:12} {status.get('state', '-'):8} "
+                f"{json.dumps(allocated) if allocated else '-':28} {deserved!s:18} "
+                f"{json.dumps(capability) if capability else '-'}"
+            )
+        team_namespaces = {ns for team in fleet.teams for ns in team.effective_namespaces}
+        pending = [
+            p
+            for p in cluster.get_json("pods", "-A", "--field-selector=status.phase=Pending")[
+                "items"
+            ]
+            if p["metadata"]["namespace"] in team_namespaces and not p["spec"].get("nodeName")
+        ]
+        lines += ["", f"pending workloads ({len(pending)}):"]
+        lines += [
+            f"  {p['metadata']['namespace']}/{p['metadata']['name']}: {pending_reason(p)}"
+            for p in pending
+        ] or ["  (none)"]
+        actions_file = self.services_dir / "controller" / "actions.jsonl"
+        recent = actions_file.read_text().splitlines()[-12:] if actions_file.exists() else []
+        lines += ["", "recent controller actions:"]
+        for line in recent:
+            entry = json.loads(line)
+            if entry["event"] != "spend.publish":
+                lines.append(
+                    f"  {entry['at'][:19]} {entry['event']:14} {entry['target']}: {entry['reason'][:160]}"
+                )
+        if len(lines) and lines[-1] == "recent controller actions:":
+            lines.append("  (none)")
+        return "\n".join(lines)
+
+    def play_scenario(self) -> str:
+        from localfleet.scenario import Scenario, cleanup
+
+        cleanup(self.cluster)
+        return Scenario(stack=self, log=self.log).run()
+
+    def up(self, *, controller: bool = True, scenario: bool = True) -> str:
         self.ensure_tools()
         self.check_sdks()
         self.check_kubeconfig()
         fresh = self.start_cluster()
+        self.start_volcano()
         self.ensure_provider()
         self.ensure_stack()
         args = ["up", "--yes"]
@@ -838,7 +989,8 @@ class LocalStack:
         self.start_prometheus()
         if self.node() is None:
             exit_code = self.controller_pass() if controller else None
-            return self.summary(exit_code)
+            account = self.play_scenario() if scenario and controller else ""
+            return self.summary(exit_code) + account
         self.wait_for_gate()
         exit_code = None
         if controller:
@@ -863,13 +1015,15 @@ class LocalStack:
         self.prometheus.stop()
         self.pushgateway.stop()
         self.alertmanager.stop()
+        self.dcgm_exporter.stop()
+        self.volcano.stop()
         self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))
 
     def status(self) -> str:
         if not self.cluster.running_pids():
             return "local control plane: not running"
-        return self.summary()
+        return self.summary() + "\n" + self.live()
 
     def _require_cluster(self) -> None:
         if not self.cluster.running_pids():

@@ -19,9 +19,9 @@ import pytest
 from localfleet.controlplane import LocalCluster
 from localfleet.fakenodes import default_pools, fake_nodes
 from localfleet.servers import OpaServer, PrometheusServer, Sample
+from localfleet.volcano import install_volcano_crds
 
 ROOT = Path(__file__).resolve().parent.parent
-VOLCANO_CRDS = ROOT / "components" / "crds" / "volcano.yaml"
 
 # Servers whose logs are attached to a failing test's report, by fixture name.
 _LOG_SOURCES: dict[str, Callable[[], str]] = {}
@@ -41,21 +41,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The local control plane with the default fake fleet (16 GPU nodes, 4 TPU hosts) and
-    Volcano's CRDs installed."""
+    the pinned Volcano release's CRDs installed (its processes: the `volcano` fixture)."""
     cluster = LocalCluster(data_dir=tmp_path_factory.mktemp("cluster"))
     cluster.start()
     _LOG_SOURCES["kube"] = lambda: "\n".join(cluster.log_tail(name) for name in cluster.processes)
     try:
         cluster.create_nodes(fake_nodes(default_pools()))
-        cluster.kubectl("apply", "--server-side", "-f", str(VOLCANO_CRDS))
-        cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/queues.scheduling.volcano.sh",
-            "crd/podgroups.scheduling.volcano.sh",
-            "crd/jobs.batch.volcano.sh",
-        )
+        install_volcano_crds(cluster)
         yield cluster
     finally:
         _LOG_SOURCES.pop("kube", None)
@@ -104,3 +96,55 @@ def prometheus_factory(tmp_path: Path) -> Iterator[Callable[[Iterable[Sample]], 
     _LOG_SOURCES.pop("prometheus_factory", None)
     for server in started:
         server.stop()
+
+
+VOLCANO_TEAMS = [
+    # a team of two namespaces: one queue, one limit across both
+    {
+        "name": "vt-alpha",
+        "namespaces": ["vt-alpha-a", "vt-alpha-b"],
+        "monthly_budget_usd": 1000,
+        "quota": {"nvidia.com/gpu": 8},
+    },
+    # a guarantee: Volcano's queue webhook checks it against `deserved`
+    {
+        "name": "vt-beta",
+        "monthly_budget_usd": 1000,
+        "quota": {"nvidia.com/gpu": 16},
+        "guaranteed": {"nvidia.com/gpu": 4},
+    },
+]
+
+
+@pytest.fixture(scope="session")
+def volcano(kube: LocalCluster) -> Iterator[Any]:
+    """The pinned Volcano release running on `kube` (webhooks, controllers, scheduler),
+    configured as the chart is from a fleet of the local stack's pools with two test teams
+    (`VOLCANO_TEAMS`), whose namespaces, queues and priority classes are created."""
+    from components.tenancy import priority_classes, team_manifests
+    from components.volcano import volcano_queues
+    from fleet.config import load_stack_config, parse_fleet
+    from fleet.project import stack_file as project_stack_file
+    from localfleet.volcano import LocalVolcano
+
+    local = load_stack_config(project_stack_file("local"))
+    raw = local.model_dump(mode="json", exclude_none=True)
+    raw["teams"] = VOLCANO_TEAMS
+    fleet = parse_fleet(raw)
+    runner = LocalVolcano(cluster=kube, fleet=fleet)
+    runner.start()
+    _LOG_SOURCES["volcano"] = lambda: "\n".join(
+        kube.log_tail(name)
+        for name in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
+    )
+    try:
+        objects = [m for team in fleet.teams for m in team_manifests(fleet, team)]
+        kube.apply([m for m in objects if m["kind"] == "Namespace"])
+        kube.apply([m for m in objects if m["kind"] != "Namespace"])
+        existing = {pc["metadata"]["name"] for pc in kube.get_json("priorityclasses")["items"]}
+        kube.apply([pc for pc in priority_classes(fleet) if pc["metadata"]["name"] not in existing])
+        kube.apply(volcano_queues(fleet))
+        yield runner
+    finally:
+        _LOG_SOURCES.pop("volcano", None)
+        runner.stop()

@@ -235,7 +235,44 @@ def _evict(
         f"evicted {pod.key} on {option.node} to make room: {why}",
     )
     rt.done(CONCERN, "evict", pod.key, why, preemptor=preemption.preemptor.key, node=option.node)
+    _evict_mates(rt, preemption, victim, why)
     return True
+
+
+def _evict_mates(rt: Runtime, preemption: Preemption, victim: Candidate, why: str) -> None:
+    """The rest of the victim's gang goes with it: a gang missing a pod cannot run, and
+    leaving its other pods holding accelerators would waste them. Each mate is annotated and
+    evicted like the victim; one that is gone already is fine. A mate that cannot be evicted
+    now (its budget) is logged and left to the next pass, which sees the gang short and plans
+    nothing on it (the decide step takes gangs whole)."""
+    for mate in victim.mates:
+        note = {
+            own.PREEMPTED_BY: preemption.preemptor.key,
+            own.PREEMPTED_AT: str(int(rt.now)),
+            own.PREEMPTION_REASON: f"gang of {victim.pod.key}: {why}"[:1000],
+        }
+        if not _annotate(rt, mate, note):
+            continue
+        try:
+            rt.kube.evict(
+                mate.namespace,
+                mate.name,
+                uid=mate.uid,
+                grace_seconds=rt.settings.eviction_grace_seconds,
+            )
+        except (NotFoundError, ConflictError):
+            continue
+        except TooManyRequestsError as error:
+            rt.log.warning("preempt.evict.gang-mate-blocked", victim=mate.key, reason=str(error))
+            continue
+        rt.events.emit(_ref(mate), "Preempted", f"gang of {victim.pod.key}: {why}", warning=True)
+        rt.done(
+            CONCERN,
+            "evict",
+            mate.key,
+            f"gang of {victim.pod.key}",
+            preemptor=preemption.preemptor.key,
+        )
 
 
 def _gone(rt: Runtime, pod: Pod, reason: str) -> None:

@@ -34,7 +34,13 @@ from enum import StrEnum
 from typing import Any
 
 from controller.config import FleetView, IdleRule, WorkloadType
-from controller.decide.workloads import Target, annotation_number, reclaim_target
+from controller.decide.workloads import (
+    GANG_ANNOTATION,
+    Target,
+    annotation_number,
+    gang_of,
+    reclaim_target,
+)
 from controller.observe.metrics import PodEvidence
 from controller.observe.model import Pod
 from controller.views import view
@@ -372,12 +378,35 @@ def plan_idle(
         target = reclaim_target(judgement.pod)
         targets[target.key] = target
         members.setdefault(target.key, []).append(judgement)
+    # A gang (one Volcano PodGroup) is judged whole, whichever objects own its pods: one pod
+    # not idle keeps every workload of the gang.
+    not_idle: dict[tuple[str, str], list[PodJudgement]] = {}
+    for judgement in judged:
+        gang = gang_of(judgement.pod)
+        if gang is not None and judgement.verdict != Verdict.RECLAIM:
+            not_idle.setdefault(gang, []).append(judgement)
     for key, judgements in sorted(members.items()):
         ready = [j for j in judgements if j.verdict == Verdict.RECLAIM]
         if not ready:
             continue
         target = targets[key]
-        if len(ready) < len(judgements):
+        busy_mates = [
+            j
+            for r in ready
+            for j in not_idle.get(gang_of(r.pod) or ("", ""), [])
+            if j not in judgements
+        ]
+        if busy_mates:
+            plan.held.append(
+                (
+                    target,
+                    f"its gang (PodGroup {ready[0].pod.annotations.get(GANG_ANNOTATION)}) has pods "
+                    "that were not judged idle: "
+                    + ", ".join(f"{j.pod.key} ({j.verdict.value})" for j in busy_mates)
+                    + "; a gang is reclaimed only when all its pods are idle",
+                )
+            )
+        elif len(ready) < len(judgements):
             others = ", ".join(
                 f"{j.pod.key} ({j.verdict.value})"
                 for j in judgements

@@ -41,7 +41,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config import FleetView
-from controller.decide.workloads import annotation_number, families, preemptible, team_usage
+from controller.decide.workloads import (
+    annotation_number,
+    families,
+    gang_of,
+    gangs,
+    preemptible,
+    team_usage,
+)
 from controller.observe.model import DisruptionBudget, Node, Pod, family
 from fleet import labels as keys
 
@@ -54,10 +61,13 @@ class Candidate:
     frees: dict[str, int]
     running_seconds: float
     seconds_since_checkpoint: float
+    mates: tuple[Pod, ...] = ()
+    """The other pods of the victim's gang, evicted with it (they free nothing here)."""
+    mates_devices: int = 0
 
     @property
     def devices(self) -> int:
-        return sum(self.frees.values())
+        return sum(self.frees.values()) + self.mates_devices
 
     @property
     def work_lost(self) -> float:
@@ -299,6 +309,7 @@ class _Ledger:
     usage: dict[str, dict[str, int]]
     freeing: frozenset[str] = frozenset()
     evicted: set[str] = field(default_factory=set)
+    gangs: dict[tuple[str, str], list[Pod]] = field(default_factory=dict)
 
 
 def plan_preemption(
@@ -322,6 +333,7 @@ def plan_preemption(
     ]
     if not waiting:
         return plan  # nothing waits: no need to account for the fleet
+    gang_members = gangs(pods)
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
         if pod.node_name and not pod.terminal:
@@ -347,6 +359,18 @@ def plan_preemption(
                 (pod, f"pending {pending:.0f}s, preempts after {pending_seconds:.0f}s")
             )
             continue
+        gang = gang_members.get(gang_of(pod) or ("", ""), [])
+        pending_mates = [m for m in gang if not m.node_name and m.uid != pod.uid]
+        if pending_mates:
+            plan.waiting.append(
+                (
+                    pod,
+                    f"pending gang of {len(pending_mates) + 1} pods: room is made for a gang "
+                    "only all at once, which needs a plan across nodes; it waits",
+                )
+            )
+            continue
+        ledger.gangs = gang_members
         preemption, why = _plan_one(
             pod, pending, nodes, by_node, pdbs, fleet, priority_of, now, ledger
         )
@@ -356,6 +380,11 @@ def plan_preemption(
         plan.preemptions.append(preemption)
         chosen = preemption.options[0]
         for victim in chosen.victims:
+            for mate in victim.mates:
+                ledger.evicted.add(mate.uid)
+                if mate.node_name in ledger.free:
+                    for r, n in mate.demand.items():
+                        ledger.free[mate.node_name][r] = ledger.free[mate.node_name].get(r, 0) + n
             ledger.evicted.add(victim.pod.uid)
             for r, n in victim.frees.items():
                 ledger.free[chosen.node][r] = ledger.free[chosen.node].get(r, 0) + n
@@ -444,7 +473,11 @@ def _candidate(
     priority_of: Any,
     now: float,
     ledger: _Ledger,
+    *,
+    alone: bool = False,
 ) -> Candidate | None:
+    """The victim as a candidate, or None when it may not be one; a gang member only with all
+    its mates allowed too (`alone`: judge the pod by itself, for checking a mate)."""
     if victim.deleting or victim.terminal or victim.exempt:
         return None
     if victim.uid in ledger.evicted or victim.uid in ledger.freeing:
@@ -452,7 +485,7 @@ def _candidate(
     if victim.phase != "Running":
         return None
     frees = {r: n for r, n in victim.demand.items() if r in preemptor.demand}
-    if not frees or not preemptible(victim, fleet):
+    if (not frees and not alone) or not preemptible(victim, fleet):
         return None
     wt = fleet.workload_types.get(victim.workload_type or "")
     if wt is None:
@@ -478,6 +511,30 @@ def _candidate(
         return None
     checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
     since = now - checkpoint if checkpoint is not None and checkpoint <= now else running
+    mates: tuple[Pod, ...] = ()
+    gang = None if alone else ledger.gangs.get(gang_of(victim) or ("", ""))
+    if gang is not None:
+        mates = tuple(m for m in gang if m.uid != victim.uid)
+        for mate in mates:
+            # A gang is taken whole or not at all: every mate must be a victim in its own right.
+            if not mate.node_name or mate.uid in ledger.evicted:
+                return None
+            if (
+                _candidate(
+                    mate,
+                    preemptor,
+                    priority,
+                    team,
+                    fleet,
+                    pdbs,
+                    priority_of,
+                    now,
+                    ledger,
+                    alone=True,
+                )
+                is None
+            ):
+                return None
     return Candidate(
         pod=victim,
         priority=victim_priority,
@@ -485,6 +542,8 @@ def _candidate(
         frees=frees,
         running_seconds=running,
         seconds_since_checkpoint=max(0.0, min(since, running)),
+        mates=mates,
+        mates_devices=sum(sum(m.demand.values()) for m in mates),
     )
 
 

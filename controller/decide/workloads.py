@@ -10,6 +10,26 @@ from controller.observe.model import Pod, family
 from fleet import labels as keys
 
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
+GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+"""The PodGroup a pod belongs to, as Volcano annotates every pod it schedules (the pods of a
+Volcano Job, and those it made a PodGroup for). A PodGroup is a gang: Volcano places its
+`minMember` pods together or not at all, so the controller takes or serves it whole."""
+
+
+def gang_of(pod: Pod) -> tuple[str, str] | None:
+    """(namespace, PodGroup name) of the pod's gang, or None when Volcano did not group it."""
+    name = pod.annotations.get(GANG_ANNOTATION)
+    return (pod.namespace, name) if name else None
+
+
+def gangs(pods: list[Pod]) -> dict[tuple[str, str], list[Pod]]:
+    """The non-terminal pods of every gang of more than one pod (a gang of one is a pod)."""
+    out: dict[tuple[str, str], list[Pod]] = {}
+    for pod in pods:
+        key = gang_of(pod)
+        if key is not None and not pod.terminal:
+            out.setdefault(key, []).append(pod)
+    return {key: members for key, members in out.items() if len(members) > 1}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -81,7 +81,7 @@ def test_every_declared_object_passes_a_server_side_dry_run(
     manifests = stack_manifests(stack)
     namespaces = [m for m in manifests if m["kind"] == "Namespace"]
     objects = [m for m in manifests if m["kind"] != "Namespace"]
-    assert {m["kind"] for m in objects} >= {"ResourceQuota", "Queue", "CronJob", "PriorityClass"}
+    assert {m["kind"] for m in objects} >= {"LimitRange", "Queue", "CronJob", "PriorityClass"}
     dry_run(kube, namespaces)
     dry_run(kube, objects)
 
@@ -94,13 +94,14 @@ def test_local_fake_nodes_pass_a_server_side_dry_run(kube: Any) -> None:
 
 
 def test_dry_run_rejects_what_the_api_server_does_not_know(kube: Any) -> None:
-    """The dry runs above have teeth: objects are validated, Volcano queues against their CRD
-    schema, built-in kinds strictly (unknown fields rejected)."""
+    """The dry runs above have teeth: objects are validated, Volcano queues against the
+    release's CRD schema (its weight is an integer; the range is the webhook's to check),
+    built-in kinds strictly (unknown fields rejected)."""
     queue = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
         "metadata": {"name": "dry-run-probe"},
-        "spec": {"weight": 0},
+        "spec": {"weight": "heavy"},
     }
     with pytest.raises(Exception, match=r"spec\.weight"):
         dry_run(kube, [queue])

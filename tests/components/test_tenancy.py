@@ -1,8 +1,6 @@
-"""TeamTenancy and WorkloadClasses: namespaces, quotas per team, defaults, RBAC, priorities."""
+"""TeamTenancy and WorkloadClasses: namespaces, one team-wide quota, defaults, RBAC, priorities."""
 
 from __future__ import annotations
-
-import pytest
 
 from components.tenancy import TeamTenancy, TeamTenancyArgs, WorkloadClasses, WorkloadClassesArgs
 from fleet.config import FleetConfig
@@ -11,40 +9,20 @@ from tests.components.component_testkit import Declare
 QUOTA = "kubernetes:core/v1:ResourceQuota"
 
 
-@pytest.mark.parametrize(
-    ("stack", "team", "hard"),
-    [
-        ("local", "research", {"nvidia.com/gpu": "64", "google.com/tpu": "16"}),
-        ("local", "serving", {"nvidia.com/gpu": "48", "google.com/tpu": "0"}),
-        ("local", "analytics", {"nvidia.com/gpu": "16", "google.com/tpu": "0"}),
-        ("dev", "serving", {"nvidia.com/gpu": "16"}),
-        ("prod", "research", {"nvidia.com/gpu": "160", "google.com/tpu": "48"}),
-    ],
-)
-def test_one_quota_per_accelerator_resource_per_namespace(
-    stack: str,
-    team: str,
-    hard: dict[str, str],
-    declare: Declare,
-    stack_fleets: dict[str, FleetConfig],
+def test_a_team_of_two_namespaces_has_one_limit_not_two(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
 ) -> None:
-    fleet = stack_fleets[stack]
-    config = fleet.team(team)
-    declared = declare(
-        lambda: TeamTenancy(f"{stack}-{team}", TeamTenancyArgs(fleet=fleet, team=config))
-    )
-    for ns in config.effective_namespaces:
-        quotas = [
-            q.inputs for q in declared.of_type(QUOTA) if q.inputs["metadata"]["namespace"] == ns
-        ]
-        got = {}
-        for q in quotas:
-            ((key, value),) = q["spec"]["hard"].items()
-            got[key.removeprefix("requests.")] = value
-            assert q["metadata"]["name"] == "accelerators-" + key.removeprefix("requests.").replace(
-                ".", "-"
-            ).replace("/", "-")
-        assert got == hard
+    """dev's serving team has two namespaces: no per-namespace ResourceQuota (each would hold
+    the team's whole quota again); its queue's capability is the one team-wide limit."""
+    from components.volcano import volcano_queues
+
+    fleet = stack_fleets["dev"]
+    team = fleet.team("serving")
+    assert len(team.effective_namespaces) == 2
+    declared = declare(lambda: TeamTenancy("dev-serving", TeamTenancyArgs(fleet=fleet, team=team)))
+    assert not declared.of_type(QUOTA)
+    (queue,) = [q for q in volcano_queues(fleet) if q["metadata"]["name"] == "serving"]
+    assert queue["spec"]["capability"]["nvidia.com/gpu"] == str(team.quota["nvidia.com/gpu"])
 
 
 def test_team_namespace_is_labelled_annotated_and_bound(

@@ -328,3 +328,22 @@ def test_finished_pods_do_not_hold_a_workload() -> None:
     plan = plan_idle(pods, fleet(), found, NOW, RULES)
     assert_same(["Job/ml-research/train"], [r.target.key for r in plan.reclaim], "reclaimed")
     assert plan.held == []
+
+
+def test_a_gang_is_idle_only_when_all_its_pods_are() -> None:
+    """Two workloads in one Volcano PodGroup (a gang): the idle one is held while its mate is
+    busy, and both are reclaimed once both are idle."""
+    gang = "scheduling.k8s.io/group-name"
+    idle_one = reclaimable("ps-0", "ps").annotate(gang, "pg-train").build()
+    busy_mate = reclaimable("worker-0", "worker").annotate(gang, "pg-train").build()
+    plan = plan_idle([idle_one, busy_mate], fleet(), idle_evidence("ps-0"), NOW, RULES)
+    assert_same([], [r.target.key for r in plan.reclaim], "reclaimed")
+    assert any(
+        target.key == "Deployment/ml-research/ps" and "its gang (PodGroup pg-train)" in reason
+        for target, reason in plan.held
+    )
+    both = plan_idle([idle_one, busy_mate], fleet(), idle_evidence("ps-0", "worker-0"), NOW, RULES)
+    assert_same(
+        ["Deployment/ml-research/ps", "Deployment/ml-research/worker"],
+        sorted(r.target.key for r in both.reclaim),
+    )

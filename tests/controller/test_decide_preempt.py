@@ -355,3 +355,38 @@ def test_team_usage_leaves_out_terminating_and_freed_pods() -> None:
     freed = next(p for p in pods if p.name == "f")
     got = team_usage(pods, fleet(), freeing={freed.uid})
     assert_same({"analytics": {"nvidia.com/gpu": 2}}, got)
+
+
+GANG = "scheduling.k8s.io/group-name"
+
+
+def test_a_gang_is_a_victim_whole_or_not_at_all() -> None:
+    """A gang of two across two nodes: taking the pod on n1 takes its mate on n2 too (counted
+    as work lost); a mate that may not be a victim (inside its minimum runtime) protects the
+    gang, and the lone pod on n2 is chosen instead."""
+    nodes = [a_node("n1").gpus(8).build(), a_node("n2").gpus(8).build()]
+    gang = [
+        victim("g-0", 8, node="n1").annotate(GANG, "pg"),
+        victim("g-1", 4, node="n2").annotate(GANG, "pg"),
+    ]
+    got = plan([*gang, waiting()], nodes)
+    (option,) = [got.preemptions[0].options[0]]
+    assert_same(("n1", ["g-0"]), (option.node, [v.pod.name for v in option.victims]))
+    assert [m.name for m in option.victims[0].mates] == ["g-1"]
+    assert option.victims[0].devices == 12
+
+    young_mate = victim("g-1", 4, node="n2", kind="training", started=NOW - 60).annotate(GANG, "pg")
+    lone = victim("lone", 8, node="n3")
+    got = plan([gang[0], young_mate, lone, waiting()], [*nodes, a_node("n3").gpus(8).build()])
+    assert_same(["lone"], [v.pod.name for v in got.preemptions[0].options[0].victims])
+
+
+def test_a_pending_gang_is_not_served_pod_by_pod() -> None:
+    pods = [
+        victim("v", 8, node="n1"),
+        waiting("gang-0").annotate(GANG, "pg-big"),
+        waiting("gang-1").annotate(GANG, "pg-big"),
+    ]
+    got = plan(pods, [a_node("n1").gpus(8).build()])
+    assert got.preemptions == []
+    assert all("pending gang of 2 pods" in why for _, why in got.waiting)

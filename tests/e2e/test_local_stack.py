@@ -131,8 +131,10 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
         q["metadata"]["name"] for q in cluster.get_json("queues.scheduling.volcano.sh")["items"]
     }
     assert queues == {"research", "serving", "analytics"}
-    quota = cluster.get_json("resourcequota", "accelerators-nvidia-com-gpu", "-n", "analytics")
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "16"}
+    # A team's quota is its queue's capability: no per-namespace ResourceQuota repeats it.
+    assert not cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
+    analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
+    assert analytics_queue["spec"]["capability"]["nvidia.com/gpu"] == "16"
     classes = {pc["metadata"]["name"] for pc in cluster.get_json("priorityclasses")["items"]}
     assert {"fleetplane-training", "fleetplane-inference", "fleetplane-notebook"} <= classes
     cronjob = cluster.get_json("cronjob", "fleetplane-controller", "-n", "fleetplane-system")
@@ -143,6 +145,15 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     assert hook["failurePolicy"] == "Fail"
     assert "policy gate: enforcing" in summary and "OPA healthy" in summary
     assert "helm charts: off" in summary
+    assert "volcano 1.15.1: vc-webhook-manager" in summary
+    # the scenario played on the live fleet: Volcano placed, the controller warned, preempted
+    # a gang whole and reclaimed, the gate refused
+    assert "=== scenario: the fleet at work ===" in summary
+    for decision in ("idle.warn", "idle.reclaim", "preempt.preempt", "gang of ml-research/"):
+        assert decision in summary, decision
+    assert "workload-type: pod has no label" in summary
+    assert "budget: team analytics would reach" in summary
+    assert "controller passes: ok, ok" in summary
 
     # 2. the gate, in the cluster, as a member of the research team ------------------------
     allowed = cluster.kubectl(
@@ -183,16 +194,15 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     stack.config_file.write_text(yaml.safe_dump(changed, sort_keys=False))
     steps = preview_steps(stack)
     assert {(step["op"], name_of(step["urn"])) for step in steps} == {
-        # the namespace's quota, the team's Volcano queue, and the rendered document that
-        # OPA and the controller read
-        ("update", "local-analytics-analytics-accelerators-nvidia-com-gpu"),
+        # the team's Volcano queue (its one quota), and the rendered document that OPA and
+        # the controller read
         ("update", "local-volcano-analytics"),
         ("update", "local-opa-fleetplane-system-fleetplane-opa-data"),
         ("update", "local-controller-fleetplane-system-fleetplane-controller-config"),
     }, json.dumps(steps, indent=2)[:4000]
     stack.pulumi("up", "--yes")
-    quota = cluster.get_json("resourcequota", "accelerators-nvidia-com-gpu", "-n", "analytics")
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "24"}
+    analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
+    assert analytics_queue["spec"]["capability"]["nvidia.com/gpu"] == "24"
 
     # 5. destroy removes everything it created ---------------------------------------------
     stack.pulumi("destroy", "--yes")

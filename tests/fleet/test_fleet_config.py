@@ -299,7 +299,34 @@ BAD_INPUTS: list[tuple[str, Edit, str]] = [
         lambda r: team(r, "research").update(namespaces=["monitoring"]),
         "namespace 'monitoring' is reserved for the platform",
     ),
+    (
+        "a priority class that lets kube-scheduler preempt",
+        lambda r: r.update(
+            workload_types={
+                "training": {
+                    "priority_classes": [
+                        {"name": "t", "value": 1, "preemption_policy": "PreemptLowerPriority"}
+                    ]
+                }
+            }
+        ),
+        "workload_types.training.priority_classes[t].preemption_policy: must be Never: the "
+        "controller is the one preemptor",
+    ),
+    (
+        "Volcano actions that evict",
+        lambda r: r.update(volcano={"actions": ["enqueue", "allocate", "preempt", "reclaim"]}),
+        "volcano.actions: 'reclaim' is refused: Volcano would evict on its own",
+    ),
 ]
+
+
+def test_one_preemptor_by_default() -> None:
+    """Nothing but the controller evicts: every PriorityClass says Never, Volcano runs no
+    evicting action."""
+    fleet = parse_fleet(minimal_raw_fleet())
+    assert {pc.preemption_policy for pc in fleet.priority_classes()} == {"Never"}
+    assert fleet.volcano.actions == ["enqueue", "allocate", "backfill"]
 
 
 @pytest.mark.parametrize(

@@ -125,7 +125,7 @@ def test_numbers_come_from_the_configuration_once(stack_fleets: dict[str, FleetC
     }
     assert data["teams"]["analytics"]["quota"][labels.TPU_RESOURCE] == 0  # absent means none
     assert data["models"]["h100-80gb"]["price_per_hour_usd"] == {"on-demand": 12.29, "spot": 3.93}
-    assert data["workload_types"]["notebook"]["idle"]["window_seconds"] == 900  # stack override
+    assert data["workload_types"]["notebook"]["idle"]["window_seconds"] == 60  # stack override
     assert data["workload_types"]["notebook"]["max_idle_timeout_seconds"] == 14400  # built-in
     assert data["pools"]["a100-spot"] == {
         "cluster": "local",
@@ -150,8 +150,8 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
     assert local == {
         "period_seconds": 60,
         "schedule": "* * * * *",
-        "preemption_pending_seconds": 600,
-        "scrape_interval_seconds": 15,
+        "preemption_pending_seconds": 20,  # the local stack's fast clock
+        "scrape_interval_seconds": 5,
         "prometheus_url": "http://127.0.0.1:9090",
         "opa_url": "http://127.0.0.1:8181",
         "opa_ca_file": None,

@@ -63,7 +63,6 @@ def test_the_wheel_carries_the_package_data(wheel: Path) -> None:
     for expected in (
         "fleet/policies/system/main.rego",
         "fleet/stacks/Pulumi.local.yaml",
-        "components/crds/volcano.yaml",
         "replay/scenarios.yaml",
         "replay/policy/batch.rego",
         "replay/traces/alibaba-gpu-v2023/openb_pod_list_default.csv",

@@ -1,0 +1,548 @@
+"""A short scenario on the live local fleet, so `fleetplane up` shows the product at work.
+
+After `pulumi up` and the first controller pass, teams submit work (in about two minutes):
+
+- serving: an inference Deployment on on-demand H100 (never preempted);
+- research: two training gangs (Volcano Jobs, 2 x 8 H100 each), one of them checkpointed a
+  moment ago, and a busy notebook; the H100 pool is then full;
+- research: an urgent high-priority evaluation (8 H100) that waits for room;
+- analytics: a notebook left idle (the DCGM exporter stand-in reports 0 % for it), a spot
+  batch Job, and a second batch Job that takes the team over its queue's capability and waits;
+- the gate refuses a pod without a workload type and one whose price exceeds the team's budget.
+
+Then two controller passes, as the CronJob would run them: the first warns the idle notebook
+and, the urgent evaluation having waited past `controller.preemption_pending_seconds`, preempts
+the gang with the least work to lose (the checkpointed one, whole); the second reclaims the
+notebook after its grace. The account at the end: per team, accelerators held against the
+queue's capability and the team's share, queue wait p50/p95, spend, and every decision with its
+reason (from the controller's log).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet import labels
+from localfleet.controlplane import LocalCluster
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-40GB"
+IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+SCENARIO_LABEL = "fleetplane.dev/scenario"
+GPU_TOLERATION = {"key": labels.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+SPOT_TOLERATION = {"key": labels.CAPACITY_TYPE, "operator": "Exists", "effect": "NoSchedule"}
+ACTION_EVENTS = (
+    "idle.warn",
+    "idle.reclaim",
+    "idle.clear",
+    "preempt.evict",
+    "preempt.preempt",
+    "spend.publish",
+)
+
+
+def _pod_spec(
+    gpus: int,
+    product: str,
+    priority_class: str,
+    *,
+    spot: bool = False,
+    restart: str | None = None,
+    deadline: int | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "priorityClassName": priority_class,
+        "nodeSelector": {labels.GPU_PRODUCT: product},
+        "tolerations": [GPU_TOLERATION, *([SPOT_TOLERATION] if spot else [])],
+        "containers": [
+            {
+                "name": "main",
+                "image": IMAGE,
+                "resources": {"limits": {labels.GPU_RESOURCE: str(gpus)}},
+            }
+        ],
+    }
+    if spot:
+        spec["nodeSelector"][labels.CAPACITY_TYPE] = "spot"
+    if restart:
+        spec["restartPolicy"] = restart
+    if deadline:
+        spec["activeDeadlineSeconds"] = deadline
+    return spec
+
+
+def _meta(name: str, namespace: str, workload_type: str | None, **extra: Any) -> dict[str, Any]:
+    meta_labels = {SCENARIO_LABEL: "up", "app": name}
+    if workload_type:
+        meta_labels[labels.WORKLOAD_TYPE] = workload_type
+    return {"name": name, "namespace": namespace, "labels": meta_labels, **extra}
+
+
+def pod(
+    name: str,
+    namespace: str,
+    workload_type: str | None,
+    spec: dict[str, Any],
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta = _meta(name, namespace, workload_type)
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+NOTEBOOK = {labels.IDLE_TIMEOUT_SECONDS: "3600"}
+"""Notebooks declare their idle timeout (the gate requires it)."""
+
+
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TEAM_QUEUES = {"ml-research": "research", "serving": "serving", "analytics": "analytics"}
+
+
+def _template_meta(name: str, namespace: str, workload_type: str) -> dict[str, Any]:
+    """A pod template's metadata, naming the team's queue: Volcano 1.15's PodGroup controller
+    rebuilds the PodGroup of a workload of several pods from each pod and sets its queue from
+    the pod's annotation only, so without it the second pod's update puts the group back in
+    the `default` queue, outside the team's quota (see README, what is left)."""
+    return {
+        "labels": _meta(name, namespace, workload_type)["labels"],
+        "annotations": {QUEUE_ANNOTATION: TEAM_QUEUES[namespace]},
+    }
+
+
+def deployment(
+    name: str, namespace: str, workload_type: str, replicas: int, spec: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace, workload_type),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": _template_meta(name, namespace, workload_type), "spec": spec},
+        },
+    }
+
+
+def batch_job(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(name, namespace, "batch"),
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"metadata": _template_meta(name, namespace, "batch"), "spec": spec},
+        },
+    }
+
+
+def gang(
+    name: str,
+    namespace: str,
+    queue: str,
+    members: int,
+    spec: dict[str, Any],
+    annotations: dict[str, str],
+) -> dict[str, Any]:
+    """A Volcano Job whose `members` pods run together or not at all (minAvailable)."""
+    template_meta = {
+        "labels": _meta(name, namespace, "training")["labels"],
+        "annotations": annotations,
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": _meta(name, namespace, "training"),
+        "spec": {
+            "minAvailable": members,
+            "queue": queue,
+            "schedulerName": "volcano",
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": members,
+                    "template": {"metadata": template_meta, "spec": spec},
+                }
+            ],
+        },
+    }
+
+
+@dataclass
+class Decision:
+    at: str
+    event: str
+    target: str
+    reason: str
+
+
+@dataclass
+class ScenarioRun:
+    """What the scenario saw: refusals by the gate, decisions by the controller, pod waits."""
+
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    passes: list[int | None] = field(default_factory=list)
+
+
+def controller_actions(log_text: str) -> list[Decision]:
+    """The actions in a controller pass's JSON log (one object per line)."""
+    out = []
+    for line in log_text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        event = str(entry.get("event", ""))
+        if event in ACTION_EVENTS and "target" in entry:
+            out.append(
+                Decision(
+                    at=str(entry.get("ts", "")),
+                    event=event,
+                    target=str(entry["target"]),
+                    reason=str(entry.get("reason", "")),
+                )
+            )
+    return out
+
+
+def _scheduled_at(pod_obj: dict[str, Any]) -> float | None:
+    from datetime import datetime
+
+    for condition in pod_obj.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return datetime.fromisoformat(
+                condition["lastTransitionTime"].replace("Z", "+00:00")
+            ).timestamp()
+    return None
+
+
+def _created(pod_obj: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(
+        pod_obj["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+    ).timestamp()
+
+
+def queue_waits(pods: list[dict[str, Any]], now: float) -> tuple[list[float], int]:
+    """Seconds from creation to placement of the placed pods, and how many still wait."""
+    waits, waiting = [], 0
+    for p in pods:
+        placed = _scheduled_at(p)
+        if placed is None:
+            waiting += 1
+        else:
+            waits.append(max(0.0, placed - _created(p)))
+    return waits, waiting
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    if len(ordered) == 1:
+        return ordered[0]
+    return float(statistics.quantiles(ordered, n=100, method="inclusive")[int(fraction * 100) - 1])
+
+
+def gpus_held(pods: list[dict[str, Any]]) -> int:
+    held = 0
+    for p in pods:
+        if not p.get("spec", {}).get("nodeName") or p.get("status", {}).get("phase") not in (
+            "Running",
+            "Pending",
+        ):
+            continue
+        for c in p["spec"].get("containers", []):
+            held += int((c.get("resources", {}).get("limits") or {}).get(labels.GPU_RESOURCE, 0))
+    return held
+
+
+@dataclass
+class Scenario:
+    """The scenario on a running local stack (`stack`: a `localfleet.stack.LocalStack`)."""
+
+    stack: Any
+    log: Callable[[str], None] = field(default=lambda message: None)
+    run_state: ScenarioRun = field(default_factory=ScenarioRun)
+
+    @property
+    def cluster(self) -> LocalCluster:
+        cluster: LocalCluster = self.stack.cluster
+        return cluster
+
+    def submit(self, objects: list[dict[str, Any]]) -> None:
+        self.cluster.apply(objects)
+
+    def refuse(self, what: str, obj: dict[str, Any]) -> None:
+        """Submit `obj`, expecting the gate to refuse it; record the gate's message."""
+        result = self.cluster.kubectl("create", "-f", "-", input=json.dumps(obj), check=False)
+        if result.returncode == 0:
+            self.run_state.refused.append((what, "ADMITTED (expected a refusal)"))
+            return
+        message = result.stderr.strip().split("denied the request:", 1)[-1].strip()
+        self.run_state.refused.append((what, message))
+
+    def set_gpu_values(self, namespace: str, pod_name: str, values: dict[str, float]) -> None:
+        import urllib.request
+
+        address = self.stack.exporter_address()
+        if address is None:
+            return
+        request = urllib.request.Request(
+            f"http://{address}/v1/pods/{namespace}/{pod_name}",
+            data=json.dumps(values).encode(),
+            method="PUT",
+        )
+        with urllib.request.urlopen(request, timeout=5):
+            pass
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return True
+            time.sleep(1)
+        self.log(f"scenario: {what}: not reached after {timeout:.0f}s, going on")
+        return False
+
+    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        where = ["-n", namespace] if namespace else ["-A"]
+        return list(self.cluster.get_json("pods", *where, "-l", f"{SCENARIO_LABEL}=up")["items"])
+
+    def controller_pass(self) -> None:
+        code = self.stack.controller_pass()
+        self.run_state.passes.append(code)
+        log_path: Path = self.stack.services_dir / "controller" / "reconcile.log"
+        self.run_state.decisions += controller_actions(log_path.read_text(errors="replace"))
+
+    def run(self) -> str:
+        fleet = self.stack.fleet()
+        started = time.monotonic()
+        now = time.time()
+        self.log("scenario: teams submit work")
+        self.submit(
+            [
+                deployment(
+                    "chat-api",
+                    "serving",
+                    "inference",
+                    2,
+                    _pod_spec(8, H100, "fleetplane-inference"),
+                ),
+                deployment(
+                    "embed-api",
+                    "serving",
+                    "inference",
+                    2,
+                    _pod_spec(8, H100, "fleetplane-inference"),
+                ),
+                gang(
+                    "pretrain-ckpt",
+                    "ml-research",
+                    "research",
+                    2,
+                    _pod_spec(8, H100, "fleetplane-training", restart="OnFailure"),
+                    {labels.LAST_CHECKPOINT: str(int(now))},
+                ),
+                gang(
+                    "finetune",
+                    "ml-research",
+                    "research",
+                    2,
+                    _pod_spec(8, H100, "fleetplane-training", restart="OnFailure"),
+                    {},
+                ),
+                pod(
+                    "research-notebook",
+                    "ml-research",
+                    "notebook",
+                    _pod_spec(1, A100, "fleetplane-notebook", spot=True),
+                    NOTEBOOK,
+                ),
+                pod(
+                    "eda-notebook",
+                    "analytics",
+                    "notebook",
+                    _pod_spec(1, A100, "fleetplane-notebook", spot=True),
+                    NOTEBOOK,
+                ),
+                batch_job(
+                    "nightly-etl",
+                    "analytics",
+                    _pod_spec(8, A100, "fleetplane-batch", spot=True, restart="Never"),
+                ),
+            ]
+        )
+        self.wait(
+            "the first wave placed",
+            lambda: sum(1 for p in self.pods() if p.get("spec", {}).get("nodeName")) >= 11,
+            90,
+        )
+        self.set_gpu_values(
+            "analytics",
+            "eda-notebook",
+            {
+                "DCGM_FI_DEV_GPU_UTIL": 0,
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0,
+                "DCGM_FI_DEV_FB_USED": 300,
+            },
+        )
+        self.log("scenario: the urgent evaluation and a batch over analytics' queue capability")
+        self.submit(
+            [
+                pod(
+                    "urgent-eval",
+                    "ml-research",
+                    "training",
+                    _pod_spec(8, H100, "fleetplane-training-high"),
+                ),
+                batch_job(
+                    "backfill",
+                    "analytics",
+                    _pod_spec(8, A100, "fleetplane-batch", spot=True, restart="Never"),
+                ),
+            ]
+        )
+        self.log("scenario: the gate")
+        self.refuse(
+            "a pod without a workload type",
+            pod(
+                "unlabelled",
+                "analytics",
+                None,
+                _pod_spec(1, A100, "fleetplane-notebook", spot=True),
+                NOTEBOOK,
+            ),
+        )
+        self.refuse(
+            "a training run priced over the team's budget",
+            pod(
+                "month-long-sweep",
+                "analytics",
+                "training",
+                _pod_spec(16, A100, "fleetplane-training", spot=True, deadline=30 * 86400),
+                {labels.CHECKPOINT_LOCATION: "s3://analytics-checkpoints/sweep"},
+            ),
+        )
+        idle = fleet.workload_types["notebook"].idle
+        window = idle.window_seconds if idle else 60
+        notebook_started = self._started("analytics", "eda-notebook") or time.time()
+        first_pass_at = notebook_started + window + 2
+        pending_after = fleet.controller.preemption_pending_seconds
+        self.log(f"scenario: waiting for an idle window ({window}s) of the notebook, then a pass")
+        time.sleep(max(0.0, first_pass_at - time.time()))
+        # The pretraining gang writes a checkpoint (as its trainer would report one): it now
+        # has the least work to lose.
+        self.cluster.kubectl(
+            "annotate",
+            "pods",
+            "-n",
+            "ml-research",
+            "-l",
+            "app=pretrain-ckpt",
+            f"{labels.LAST_CHECKPOINT}={int(time.time())}",
+            "--overwrite",
+        )
+        self.controller_pass()
+        grace = idle.grace_seconds if idle else 30
+        self.log(f"scenario: the notebook's grace ({grace}s), then the next pass")
+        time.sleep(grace + 2)
+        self.wait(
+            "the urgent evaluation placed",
+            lambda: bool(self._started("ml-research", "urgent-eval")),
+            30,
+        )
+        self.controller_pass()
+        self.log(
+            f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
+        )
+        return self.account(fleet)
+
+    def _started(self, namespace: str, name: str) -> float | None:
+        for p in self.pods(namespace):
+            if p["metadata"]["name"] == name and p.get("status", {}).get("phase") == "Running":
+                return _scheduled_at(p) or _created(p)
+        return None
+
+    def account(self, fleet: Any) -> str:
+        now = time.time()
+        queues = {
+            q["metadata"]["name"]: q
+            for q in self.cluster.get_json("queues.scheduling.volcano.sh")["items"]
+        }
+        spend = self.stack._spend(fleet)
+        total_weight = sum(team.queue_weight for team in fleet.teams) or 1
+        lines = [
+            "",
+            "=== scenario: the fleet at work ===",
+            f"{'TEAM':10} {'GPUS HELD/QUOTA':16} {'SHARE':7} {'WAIT p50/p95':14} {'WAITING':8} SPEND",
+        ]
+        for team in fleet.teams:
+            team_pods = [p for ns in team.effective_namespaces for p in self.pods(ns)]
+            waits, waiting = queue_waits(team_pods, now)
+            capability = queues.get(team.name, {}).get("spec", {}).get("capability", {}) or {}
+            quota = capability.get(labels.GPU_RESOURCE, "0")
+            spent = spend.get(team.name, {}).get("usd")
+            money = f"${spent:,.2f}" if isinstance(spent, int | float) else "-"
+            lines.append(
+                f"{team.name:10} {f'{gpus_held(team_pods)}/{quota}':16} "
+                f"{team.queue_weight / total_weight:>6.0%} "
+                f"{f'{percentile(waits, 0.5):.0f}s/{percentile(waits, 0.95):.0f}s':14} "
+                f"{waiting:<8} {money} of ${team.monthly_budget_usd:,.0f}"
+            )
+        lines += ["", "pending, and why:"]
+        for p in self.pods():
+            if p.get("spec", {}).get("nodeName") or p.get("status", {}).get("phase") != "Pending":
+                continue
+            lines.append(
+                f"  {p['metadata']['namespace']}/{p['metadata']['name']}: {pending_reason(p)}"
+            )
+        lines += ["", "the gate refused:"]
+        lines += [f"  {what}: {message}" for what, message in self.run_state.refused]
+        lines += ["", "the controller decided:"]
+        decisions = [d for d in self.run_state.decisions if d.event != "spend.publish"]
+        lines += [f"  {d.event:14} {d.target}: {d.reason}" for d in decisions] or ["  (nothing)"]
+        passes = ", ".join("ok" if code == 0 else f"exit {code}" for code in self.run_state.passes)
+        lines.append(f"controller passes: {passes}")
+        return "\n".join(lines)
+
+
+def pending_reason(pod_obj: dict[str, Any]) -> str:
+    for condition in pod_obj.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "waiting")[:200]
+    return "waiting for the scheduler"
+
+
+def cleanup(cluster: LocalCluster, timeout: float = 60) -> None:
+    """Remove what an earlier scenario submitted, so `up` can play it again."""
+    selector = f"{SCENARIO_LABEL}=up"
+    for kind in ("jobs.batch.volcano.sh", "jobs.batch", "deployments", "pods"):
+        cluster.kubectl(
+            "delete",
+            kind,
+            "-A",
+            "-l",
+            selector,
+            "--wait=false",
+            "--grace-period=0",
+            "--force",
+            check=False,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not cluster.get_json("pods", "-A", "-l", selector)["items"]:
+            return
+        cluster.kubectl(
+            "delete", "pods", "-A", "-l", selector, "--grace-period=0", "--force", check=False
+        )
+        time.sleep(1)
