@@ -764,6 +764,18 @@ class LocalStack:
             fleet.controller.prometheus_url, fleet, None, out or self.services_dir / "reports"
         )
 
+    def month_report(self) -> str:
+        """After the scenario: the month's chargeback from the local Prometheus, and where it
+        is. A report that cannot be written is said, not raised: it must not undo the job."""
+        out = self.services_dir / "reports"
+        try:
+            status = self.report(out)
+        except Exception as error:
+            self.log(f"chargeback report not written: {error}")
+            return f"\nchargeback report: not written ({error})\n"
+        said = "written" if status == 0 else f"incomplete (exit {status})"
+        return f"\nchargeback report for this month, {said}: {out} (fleetplane report)\n"
+
     def controller_config(self) -> Path:
         """The rendered configuration the CronJob mounts, read from its ConfigMap."""
         from fleet.render import CONFIG_FILE, CONTROLLER_NAME
@@ -990,7 +1002,8 @@ class LocalStack:
         if self.node() is None:
             exit_code = self.controller_pass() if controller else None
             account = self.play_scenario() if scenario and controller else ""
-            return self.summary(exit_code) + account
+            report = self.month_report() if scenario and controller else ""
+            return self.summary(exit_code) + account + report
         self.wait_for_gate()
         exit_code = None
         if controller:

@@ -70,6 +70,8 @@ def test_preemption_evicts_least_work_lost_and_respects_a_disruption_budget(
     h = harness
     low, high = priorities
     wait_node_to_ourselves(h)
+    # Training's production minimum runtime, not the local stack's fast clock (20 s).
+    h.document["workload_types"]["training"]["min_runtime_seconds"] = 600
 
     now = time.time() + 300
     victims = {

@@ -130,7 +130,8 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     queues = {
         q["metadata"]["name"] for q in cluster.get_json("queues.scheduling.volcano.sh")["items"]
     }
-    assert queues == {"research", "serving", "analytics"}
+    # Volcano's controllers add their own `root` and `default` queues beside the teams'.
+    assert queues - {"root", "default"} == {"research", "serving", "analytics"}
     # A team's quota is its queue's capability: no per-namespace ResourceQuota repeats it.
     assert not cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
     analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
@@ -154,6 +155,10 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     assert "workload-type: pod has no label" in summary
     assert "budget: team analytics would reach" in summary
     assert "controller passes: ok, ok" in summary
+    # the month's chargeback, from the local Prometheus, where the summary says
+    assert "chargeback report for this month, written:" in summary
+    reports = stack.services_dir / "reports"
+    assert any(reports.glob("*.csv")) and any(reports.glob("*.html")), sorted(reports.iterdir())
 
     # 2. the gate, in the cluster, as a member of the research team ------------------------
     allowed = cluster.kubectl(
