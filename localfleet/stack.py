@@ -789,6 +789,30 @@ class LocalStack:
         path.write_text(configmap["data"][CONFIG_FILE])
         return path
 
+    def controller_kubeconfig(self) -> Path:
+        """A kubeconfig whose client certificate names the CronJob's ServiceAccount, so the
+        admission gate sees the controller's writes as the platform's (as in a cluster). It
+        also carries system:masters: on the host the pass is not confined to the CronJob's
+        RBAC (the RBAC tests impersonate the ServiceAccount)."""
+        from components.controller_job import CONTROLLER_NAME
+        from fleet.render import service_account
+        from localfleet.pki import client_certificate, client_kubeconfig
+
+        path = self.services_dir / "controller" / "kubeconfig"
+        pki = self.cluster_dir / "pki"
+        admin = json.loads((self.cluster_dir / "kubeconfig").read_text())
+        client_certificate(
+            pki,
+            "controller",
+            common_name=service_account(self.fleet().system_namespace, CONTROLLER_NAME),
+            organization="system:masters",
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            client_kubeconfig(admin["clusters"][0]["cluster"]["server"], pki, "controller")
+        )
+        return path
+
     def controller_pass(self) -> int | None:
         """One real `fleetplane controller reconcile` pass, as the CronJob runs it."""
         fleet = self.fleet()
@@ -801,7 +825,7 @@ class LocalStack:
             "--config",
             str(self.controller_config()),
             "--kubeconfig",
-            str(self.cluster_dir / "kubeconfig"),
+            str(self.controller_kubeconfig()),
         ]
         if fleet.controller.opa_url:
             cmd += ["--opa-url", fleet.controller.opa_url]

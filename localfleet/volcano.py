@@ -46,7 +46,7 @@ from localfleet.controlplane import (
     free_ports,
     require_binaries,
 )
-from localfleet.pki import serving_certificate
+from localfleet.pki import client_certificate, client_kubeconfig, serving_certificate
 from localfleet.processes import spawn
 
 CRDS_FILE = "volcano-crds.yaml"
@@ -58,6 +58,10 @@ CONTROLLERS = (
     "*,-sharding-controller,-jobflow-controller,-jobtemplate-controller,"
     "-colocation-config-controller,-hyperNode-controller"
 )
+CONTROLLERS_IDENTITY = "system:serviceaccount:volcano-system:volcano-controllers"
+"""Who vc-controller-manager is to the API server and the admission gate: the chart's
+ServiceAccount, which the gate trusts to create PodGroups (fleet.render.render_platform). The
+local client certificate carries that name (and system:masters for its permissions)."""
 SCHEDULE_PERIOD = "1s"
 """The chart's default; the scheduler runs a session every second."""
 
@@ -241,6 +245,7 @@ class LocalVolcano:
         try:
             install_volcano_crds(self.cluster, bin_dir=self.bin_dir)
             self.write_configuration()
+            self.write_controllers_kubeconfig()
             self._start_webhook_manager(deadline)
             for name in ("vc-controller-manager", "vc-scheduler"):
                 self.start_component(name, deadline=deadline)
@@ -249,6 +254,24 @@ class LocalVolcano:
             raise
         self._write_pids()
         return self
+
+    def write_controllers_kubeconfig(self) -> None:
+        pki = self.cluster.data_dir / "pki"  # type: ignore[operator]
+        client_certificate(
+            pki,
+            "volcano-controllers",
+            common_name=CONTROLLERS_IDENTITY,
+            organization="system:masters",
+        )
+        (self.work_dir / "controllers.kubeconfig").write_text(
+            client_kubeconfig(self._server(), pki, "volcano-controllers")
+        )
+
+    def _server(self) -> str:
+        """The API server's URL, from the admin kubeconfig (a cluster object made from its pid
+        file knows its ports only once asked)."""
+        config = json.loads(self.cluster.kubeconfig.read_text())
+        return str(config["clusters"][0]["cluster"]["server"])
 
     def write_configuration(self) -> None:
         """The scheduler's and the webhook's configuration files, from the fleet."""
@@ -287,7 +310,7 @@ class LocalVolcano:
         if name == "vc-controller-manager":
             return [
                 binary,
-                kubeconfig,
+                f"--kubeconfig={self.work_dir / 'controllers.kubeconfig'}",
                 "--leader-elect=false",
                 f"--controllers={CONTROLLERS}",
                 f"--listen-address=127.0.0.1:{self.ports['controllers']}",
