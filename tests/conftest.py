@@ -130,6 +130,7 @@ def volcano(kube: LocalCluster) -> Iterator[Any]:
     local = load_stack_config(project_stack_file("local"))
     raw = local.model_dump(mode="json", exclude_none=True)
     raw["teams"] = VOLCANO_TEAMS
+    raw.pop("approvals", None)  # granted to the local stack's teams, which these replace
     fleet = parse_fleet(raw)
     runner = LocalVolcano(cluster=kube, fleet=fleet)
     runner.start()

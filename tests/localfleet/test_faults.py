@@ -1,5 +1,6 @@
 """Faults on the integrated parts: the DCGM exporter down (no reclaim without evidence) and OPA
-down (the gate's failurePolicy refuses what it cannot judge in team namespaces only).
+down (the gate's failurePolicy refuses what it cannot judge; the platform's namespaces, outside
+its scope, keep working).
 
 The others are elsewhere: vc-scheduler killed and restarted (tests/localfleet/test_volcano.py),
 Prometheus down, OPA down for the controller and the controller killed half way through a pass
@@ -90,9 +91,10 @@ def test_no_reclaim_without_evidence_when_the_exporter_goes_down(
         prometheus.stop()
 
 
-def test_opa_down_refuses_team_namespaces_only(kube: LocalCluster, volcano: Any) -> None:
+def test_opa_down_refuses_what_the_gate_cannot_judge(kube: LocalCluster, volcano: Any) -> None:
     """The gate's webhook (failurePolicy Fail, as declared) with no OPA behind it: a pod in a
-    team namespace is refused, a pod elsewhere is admitted, so the cluster keeps working."""
+    team namespace is refused; a pod in a platform namespace (outside the webhook's
+    namespaceSelector) is admitted, so the platform itself keeps working."""
     from components.platform import render_manifests
 
     fleet_config = volcano.fleet.model_copy(
@@ -108,15 +110,16 @@ def test_opa_down_refuses_team_namespaces_only(kube: LocalCluster, volcano: Any)
     assert hook["webhooks"][0]["failurePolicy"] == "Fail"
     hook["metadata"]["name"] = f"opa-down-{uuid.uuid4().hex[:6]}"
     kube.apply([hook])
-    plain = f"plain-{uuid.uuid4().hex[:6]}"
-    kube.kubectl("create", "namespace", plain)
+    plain = "monitoring"  # a platform namespace: outside the gate's scope
+    assert plain in json.dumps(hook["webhooks"][0]["namespaceSelector"])
+    kube.kubectl("create", "namespace", plain, check=False)
 
     def pod(namespace: str) -> str:
         return json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": "probe", "namespace": namespace},
+                "metadata": {"generateName": "probe-", "namespace": namespace},
                 "spec": {"containers": [{"name": "main", "image": "nvcr.io/nvidia/cuda:12.4"}]},
             }
         )
@@ -130,4 +133,4 @@ def test_opa_down_refuses_team_namespaces_only(kube: LocalCluster, volcano: Any)
         assert admitted.returncode == 0, admitted.stderr
     finally:
         kube.kubectl("delete", "validatingwebhookconfiguration", hook["metadata"]["name"])
-        kube.kubectl("delete", "namespace", plain, "--wait=false", check=False)
+        kube.kubectl("delete", "pods", "--all", "-n", plain, "--wait=false", check=False)

@@ -62,7 +62,12 @@ def podgroup_queue(kube: LocalCluster, pod: dict[str, Any]) -> str:
 
 def workloads(ns: str, app: str, gpus: int) -> list[dict[str, Any]]:
     """A plain Pod, a Deployment, a batch Job and a Volcano Job, none naming a scheduler."""
-    template = {"metadata": {"labels": {"app": app}}, "spec": pod_spec(gpus)}
+    # Templates name the team's queue: Volcano 1.15's PodGroup controller rebuilds a
+    # controller-owned pod's PodGroup on pod updates and takes the queue only from the pod, so
+    # the namespace's annotation alone lets it fall back to `default` (docs/contracts.md).
+    # The plain Pod relies on the namespace annotation (/podgroups/mutate).
+    queue = {"scheduling.volcano.sh/queue-name": ns.split("-")[0] + "-" + ns.split("-")[1]}
+    template = {"metadata": {"labels": {"app": app}, "annotations": queue}, "spec": pod_spec(gpus)}
     return [
         {
             "apiVersion": "v1",
@@ -86,7 +91,7 @@ def workloads(ns: str, app: str, gpus: int) -> list[dict[str, Any]]:
             "metadata": {"name": f"{app}-job", "namespace": ns},
             "spec": {
                 "template": {
-                    "metadata": {"labels": {"app": app}},
+                    "metadata": {"labels": {"app": app}, "annotations": queue},
                     "spec": {**pod_spec(gpus), "restartPolicy": "Never"},
                 }
             },
