@@ -220,9 +220,8 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
         ).returncode
         != 0
     )
-    assert (
-        cluster.kubectl("get", "crd", "queues.scheduling.volcano.sh", check=False).returncode != 0
-    )
+    # Volcano's CRDs belong to the local fleet's Volcano (installed from its release), not to
+    # the stack: they stay after destroy.
     classes = {pc["metadata"]["name"] for pc in cluster.get_json("priorityclasses")["items"]}
     assert not any(name.startswith("fleetplane-") for name in classes)
 
