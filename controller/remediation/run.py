@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TextIO
 
 from controller.act.opa import Opa
@@ -23,6 +22,7 @@ from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
+from controller.pass_result import PassOutcome
 from controller.remediation.act import ActReport, act_on_plan
 from controller.remediation.classify import CONTAINED_ECC, NodeVerdict, Thermal, classify_node
 from controller.remediation.observe import HealthSnapshot, take_health_snapshot
@@ -35,19 +35,7 @@ LEASE_SUFFIX = "-health"
 CONCERN = "health"
 
 
-@dataclass(kw_only=True)
-class PassResult:
-    """What one health pass did: its summary, plan and actions, or why it did not run."""
-
-    summary: Summary
-    plan: Plan | None = None
-    acted: ActReport = field(default_factory=ActReport)
-    skipped: str | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.summary.errors
+PassResult = PassOutcome[Plan, ActReport]
 
 
 def verdicts_of(snapshot: HealthSnapshot, settings: HealthSettings) -> dict[str, NodeVerdict]:
@@ -88,7 +76,7 @@ def run_health_pass(
     log = log or Log()
     out = out or sys.stdout
     summary = Summary(dry_run=settings.dry_run)
-    result = PassResult(summary=summary)
+    result = PassResult(summary=summary, acted=ActReport())
     opa = Opa(
         settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
     )

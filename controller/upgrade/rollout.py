@@ -13,7 +13,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TextIO
 
 from controller.act.events import EventRecorder
@@ -32,6 +31,7 @@ from controller.errors import (
 from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
+from controller.pass_result import PassOutcome
 from controller.summary import Summary
 from controller.upgrade.act import ActReport, act_on_plan, node_path, node_ref, write_state
 from controller.upgrade.handlers import clear_step
@@ -43,17 +43,7 @@ LEASE_SUFFIX = "-upgrade"
 CONCERN = "upgrade"
 
 
-@dataclass(kw_only=True)
-class PassResult:
-    summary: Summary
-    plan: Plan | None = None
-    acted: ActReport = field(default_factory=ActReport)
-    skipped: str | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.summary.errors
+PassResult = PassOutcome[Plan, ActReport]
 
 
 def run_upgrade_pass(
@@ -74,7 +64,7 @@ def run_upgrade_pass(
     log = log or Log()
     out = out or sys.stdout
     summary = Summary(dry_run=settings.dry_run)
-    result = PassResult(summary=summary)
+    result = PassResult(summary=summary, acted=ActReport())
     opa = Opa(
         settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
     )
