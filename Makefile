@@ -15,7 +15,6 @@ help:
 	@echo "make test       lint, policy checks and the whole test suite against real parts"
 	@echo "make test-fast  the tests that need no server (no integration or e2e marker)"
 	@echo "make tools      obtain the pinned upstream tools into tools/bin"
-	@echo "make image      build the controller and OPA images (OCI layouts, by digest)"
 	@echo "make image      build the controller's and OPA's OCI images (.fleet/images; root, mmdebstrap)"
 	@echo "make venv       create .venv with fleetplane (editable) and its development extras"
 

@@ -38,8 +38,6 @@ from localfleet.controlplane import BIN_DIR
 from localfleet.servers import PrometheusServer, Sample
 from localfleet.stack import LocalStack
 
-# Out of the default run: after the one-system merge the in-cluster pass no longer scales
-# the idle notebook to 0 (replicas stay 1); run with `pytest -m realnode` while that is fixed.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2700), pytest.mark.realnode]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +58,6 @@ TOOLS = (
 SYSTEM = "fleetplane-system"
 TEAM_USER = ["--as=alice", "--as-group=ml-research-engineers"]
 IDLE_WINDOW = 60  # the notebook's idle window in this test's stack
-SCRAPE = 15
 
 
 def training_pod(name: str, image: str) -> dict[str, Any]:
@@ -120,14 +117,17 @@ def notebook(name: str) -> dict[str, Any]:
     }
 
 
-def idle_series(pod: str, node: str, start: float, end: float) -> list[Sample]:
-    """DCGM-shaped series of an idle GPU (as dcgm-exporter labels them)."""
+def idle_series(
+    pod: str, node: str, start: float, end: float, scrape_seconds: int
+) -> list[Sample]:
+    """DCGM-shaped series of an idle GPU (as dcgm-exporter labels them), one sample per scrape
+    at the interval the stack tells the controller to expect (fewer is partial evidence)."""
     labels = {"namespace": "analytics", "pod": pod, "Hostname": node, "gpu": "0"}
     samples, t = [], start
     while t <= end:
         samples.append(Sample("DCGM_FI_DEV_GPU_UTIL", labels, 0.0, t))
         samples.append(Sample("DCGM_FI_DEV_FB_USED", labels, 2048.0, t))
-        t += SCRAPE
+        t += scrape_seconds
     return samples
 
 
@@ -264,7 +264,8 @@ def test_the_platform_runs_in_the_cluster_on_a_real_node(stack: LocalStack) -> N
     prometheus = PrometheusServer(
         work_dir=stack.services_dir / "evidence", host=host, port=int(port)
     )
-    prometheus.start(idle_series(nb_pod, nb_node, now - 600, now + 3600))
+    scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
+    prometheus.start(idle_series(nb_pod, nb_node, now - 600, now + 3600, scrape))
     try:
         # the notebook must have run for the idle window before it can be judged idle
         time.sleep(max(0.0, IDLE_WINDOW + 5 - (time.time() - now)))
