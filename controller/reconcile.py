@@ -87,6 +87,8 @@ def run_pass(
         )
     )
     log.info("pass.start", concerns=list(concerns), dry_run=settings.dry_run)
+    for concern in ("observe", *concerns):
+        summary.declare_errors(concern)
     collector = _GcClock()
     try:
         with held(lease), collector:
@@ -310,6 +312,12 @@ def _usage(rt: Runtime, snapshot: Snapshot) -> None:
             if model:
                 labels.update(model=model, capacity_type=capacity_type)
             summary.inc("team_gpus", devices, state=state, **labels)
+            summary.declare("queue_wait", team=team, workload_type=workload)
+            if state == "held":
+                # what a reclaim of this work would count (act.idle's labels), at 0 until then
+                reclaim = {**labels, "model": model, "capacity_type": capacity_type}
+                for name in ("reclaimed_gpus", "reclaimed_gpu_hours", "reclaim_savings_usd"):
+                    summary.declare(name, **reclaim)
     for (team, workload, model, capacity_type), usd in usage.cost_usd_per_hour.items():
         summary.set(
             "team_cost_rate",

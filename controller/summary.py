@@ -6,7 +6,11 @@ Every metric is listed, with its type, labels and unit, in docs/contracts.md ("C
 metrics"); `FAMILIES` below is the same list in code. Gauges describe the last pass. Counters
 (`*_total`) and the queue-wait histogram count across passes: each run is a new process, so
 the previous values are read back from where they are published (the Pushgateway's group of
-this job, or the textfile) and this pass's increments added. When the Pushgateway restarts
+this job, or the textfile) and this pass's increments added. A counter series is declared at 0
+(`declare`) from the first pass that sees what it may count (a team's running work for the
+reclaim counters, a considered action for its refusals, every concern for its errors), because
+Prometheus' `increase` cannot see the first value of a series that is born non-zero: the first
+reclaim of a team would be lost from every dashboard and report. When the Pushgateway restarts
 empty, the counters start again from zero, which Prometheus' `rate`/`increase` read as a
 counter reset, as they should.
 
@@ -35,6 +39,9 @@ from controller.errors import TemporaryError
 _LOCK = threading.Lock()
 PUSH_JOB = "fleetplane-controller"
 PUSH_TIMEOUT_SECONDS = 5.0
+
+ERROR_KINDS = ("temporary", "permanent")
+"""The `kind` label of `fleetplane_controller_errors_total` (controller.errors)."""
 
 QUEUE_WAIT_BUCKETS = (30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0)
 """Upper bounds (seconds) of the queue-wait histogram's buckets; +Inf is added."""
@@ -227,6 +234,16 @@ class Summary:
         with _LOCK:  # actions run in parallel threads
             self.values[key] = self.values.get(key, 0) + amount
 
+    def declare(self, name: str, **labels: str) -> None:
+        """Make a counter or histogram series exist, at 0 when it is new, without counting."""
+        key = (name, tuple(sorted(labels.items())))
+        with _LOCK:
+            if FAMILIES[name].kind == "histogram":
+                if key not in self.histograms:
+                    self.histograms[key] = _Histogram([0] * len(QUEUE_WAIT_BUCKETS))
+            else:
+                self.values.setdefault(key, 0)
+
     def set(self, name: str, value: float, **labels: str) -> None:
         self.values[(name, tuple(sorted(labels.items())))] = value
 
@@ -248,9 +265,15 @@ class Summary:
 
     def action(self, concern: str, action: str, outcome: str) -> None:
         self.inc("actions", concern=concern, action=action, outcome=outcome)
+        for refusal in REFUSALS.values():
+            self.declare("refusals", concern=concern, action=action, reason=refusal)
         reason = REFUSALS.get(outcome)
         if reason is not None:
             self.inc("refusals", concern=concern, action=action, reason=reason)
+
+    def declare_errors(self, concern: str) -> None:
+        for kind in ERROR_KINDS:
+            self.declare("errors", concern=concern, kind=kind)
 
     def error(self, concern: str, kind: str) -> None:
         self.inc("errors", concern=concern, kind=kind)

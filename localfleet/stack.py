@@ -184,6 +184,9 @@ class LocalStack:
     """Start a real node beside the fake ones (localfleet.realnode) and run the gate and the
     controller in the cluster, from the images in `images_dir` (`fleetplane image build`)."""
     images_dir: Path = STATE_DIR / "images"
+    alert_webhook: str | None = None
+    """Where the local Alertmanager posts the rule set's alerts (an Alertmanager webhook
+    receiver's URL, with a 5 s group wait); None: the alerts are only shown by Alertmanager."""
 
     # paths -----------------------------------------------------------------------------------
 
@@ -710,7 +713,11 @@ class LocalStack:
 
         work = self.alertmanager.work_dir
         (work / "data").mkdir(parents=True, exist_ok=True)
-        (work / "alertmanager.yml").write_text(alertmanager_config(None))
+        (work / "alertmanager.yml").write_text(
+            alertmanager_config(self.alert_webhook, wait_seconds=5)
+            if self.alert_webhook
+            else alertmanager_config(None)
+        )
         self.alertmanager.start(
             [
                 *debian_template_launcher(self.bin_dir / "alertmanager"),

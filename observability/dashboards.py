@@ -258,10 +258,13 @@ def teams_dashboard() -> dash.Dashboard:
             _table(
                 "Utilisation over the range: average and peak",
                 "percent",
+                # the subquery steps at Grafana's interval: a fixed step (5 m) finds no point in
+                # a range shorter than it, such as a fleet's first minutes
                 Query(
-                    f"label_replace(avg by (team) (avg_over_time(({TEAM_UTIL})[$__range:5m])), "
-                    '"stat", "average", "", "") or label_replace(max by (team) '
-                    f'(max_over_time(({TEAM_UTIL})[$__range:5m])), "stat", "peak", "", "")'
+                    f"label_replace(avg by (team) (avg_over_time(({TEAM_UTIL})"
+                    '[$__range:$__interval])), "stat", "average", "", "") or label_replace(max by '
+                    f"(team) (max_over_time(({TEAM_UTIL})[$__range:$__interval])), "
+                    '"stat", "peak", "", "")'
                 ),
             )
         )

@@ -67,6 +67,41 @@ def test_counters_and_the_histogram_continue_from_the_previous_pass(tmp_path: Pa
     assert series[("fleetplane_queue_wait_seconds_bucket", (("le", "+Inf"), *wait))] == 2
 
 
+def test_declared_series_exist_at_zero_until_counted_and_never_lose_a_count() -> None:
+    """Prometheus' increase() cannot see the first value of a series born non-zero, so what a
+    pass may count later is exposed at 0 first (a reclaim, a refusal, an error, a wait)."""
+    first = Summary()
+    labels = {"team": "research", "resource": "nvidia.com/gpu", "workload_type": "notebook"}
+    first.declare("reclaimed_gpu_hours", **labels)
+    first.declare("queue_wait", team="research", workload_type="notebook")
+    first.declare_errors("idle")
+    first.action("idle", "reclaim", "done")
+    exposed = parse_exposition(first.exposition())
+    hours = ("fleetplane_team_reclaimed_gpu_hours_total", tuple(sorted(labels.items())))
+    assert exposed[hours] == 0
+    errors = ("fleetplane_controller_errors_total", (("concern", "idle"), ("kind", "permanent")))
+    assert exposed[errors] == 0
+    refused = (
+        "fleetplane_controller_refusals_total",
+        (("action", "reclaim"), ("concern", "idle"), ("reason", "policy")),
+    )
+    assert exposed[refused] == 0
+    count = (
+        "fleetplane_queue_wait_seconds_count",
+        (("team", "research"), ("workload_type", "notebook")),
+    )
+    assert exposed[count] == 0
+
+    second = Summary()
+    second.inc("reclaimed_gpu_hours", 2.0, **labels)
+    second.declare("reclaimed_gpu_hours", **labels)  # declaring after counting keeps the count
+    second.observe("queue_wait", 40.0, team="research", workload_type="notebook")
+    second.declare("queue_wait", team="research", workload_type="notebook")
+    carried = parse_exposition(second.exposition(exposed))
+    assert carried[hours] == 2.0
+    assert carried[count] == 1
+
+
 def test_a_pushgateway_group_is_read_back_without_its_grouping_labels() -> None:
     text = (
         "# TYPE fleetplane_controller_actions_total counter\n"

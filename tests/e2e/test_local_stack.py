@@ -19,16 +19,21 @@ from __future__ import annotations
 
 import copy
 import json
+import queue
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from localfleet.controlplane import BIN_DIR, free_port
 from localfleet.stack import LocalStack
+from observability.dashboards import dashboards, panel_queries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -78,7 +83,53 @@ def training_pod(name: str, image: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def alerts() -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
+    """An Alertmanager webhook receiver: (its URL, each notification's body in arrival order)."""
+    received: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            received.put(json.loads(body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
+    finally:
+        server.shutdown()
+
+
+def alert_arrives(
+    received: queue.Queue[dict[str, Any]], name: str, team: str, timeout: float
+) -> dict[str, Any]:
+    """The first firing `name` alert for `team` the receiver gets within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            notification = received.get(timeout=left)
+        except queue.Empty:
+            break
+        for alert in notification.get("alerts", []):
+            labels = alert.get("labels", {})
+            seen.append(f"{labels.get('alertname')}/{labels.get('team')}/{alert.get('status')}")
+            wanted = (labels.get("alertname"), labels.get("team")) == (name, team)
+            if wanted and alert.get("status") == "firing":
+                return alert
+    raise AssertionError(f"no firing {name} for {team} within {timeout:.0f}s; got {seen}")
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    alerts: tuple[str, queue.Queue[dict[str, Any]]],
+) -> Iterator[LocalStack]:
     missing = [name for name in TOOLS if not (BIN_DIR / name).exists()]
     if missing:
         pytest.fail(
@@ -95,7 +146,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     fleet["controller"]["prometheus_url"] = f"http://127.0.0.1:{free_port()}"
     config_file = state / "Pulumi.local.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-    local = LocalStack(state_dir=state, config_file=config_file, log=print)
+    local = LocalStack(state_dir=state, config_file=config_file, log=print, alert_webhook=alerts[0])
     try:
         yield local
     finally:
@@ -113,7 +164,35 @@ def name_of(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def test_local_stack_lifecycle(stack: LocalStack) -> None:
+# Panels the scenario leaves empty, and why (any other empty panel fails the test).
+EMPTY_AFTER_SCENARIO = {
+    "fleetplane-fleet.json / GPUs with an Xid error": "the scenario injects no GPU fault",
+}
+
+
+def panel_answers(prometheus_url: str) -> tuple[list[str], list[str]]:
+    """Every dashboard panel's query, as Grafana sends it (all teams, the last hour), asked of
+    the stack's Prometheus: (queries that errored, queries that returned nothing)."""
+    errors, empty = [], []
+    for board, model in dashboards().items():
+        for title, expr in panel_queries(model):
+            concrete = expr.replace("$__range", "1h").replace("$__interval", "15s")
+            concrete = concrete.replace("$team", ".+")
+            answer = requests.get(
+                f"{prometheus_url}/api/v1/query", params={"query": concrete}, timeout=30
+            )
+            body = answer.json()
+            where = f"{board} / {title}"
+            if answer.status_code != 200 or body.get("status") != "success":
+                errors.append(f"{where}: {concrete} -> {body.get('error', answer.status_code)}")
+            elif not body["data"]["result"]:
+                empty.append(where)
+    return errors, empty
+
+
+def test_local_stack_lifecycle(
+    stack: LocalStack, alerts: tuple[str, queue.Queue[dict[str, Any]]]
+) -> None:
     # 1. up ---------------------------------------------------------------------------------
     started = time.monotonic()
     summary = stack.up()
@@ -159,6 +238,18 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     assert "chargeback report for this month, written:" in summary
     reports = stack.services_dir / "reports"
     assert any(reports.glob("*.csv")) and any(reports.glob("*.html")), sorted(reports.iterdir())
+    # every dashboard panel answers from what the scenario left in the stack's Prometheus,
+    # once the last pass's push has been scraped twice (a counter's increase needs 2 samples)
+    deadline = time.monotonic() + 60
+    while True:
+        errors, empty = panel_answers(stack.fleet().controller.prometheus_url)
+        unexplained = [where for where in empty if where not in EMPTY_AFTER_SCENARIO]
+        if errors or not unexplained or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    print("panels without data after the scenario:", *empty, sep="\n  ")
+    assert errors == []
+    assert unexplained == []
 
     # 2. the gate, in the cluster, as a member of the research team ------------------------
     allowed = cluster.kubectl(
@@ -189,13 +280,22 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     stack.pulumi("up", "--yes", "--expect-no-changes")
     print(f"second pulumi up (no changes) in {time.monotonic() - started:.0f}s")
 
-    # 4. one quota changes: that change, everywhere the quota is written, and nothing else --
+    # 4. a quota and a budget change: those changes, everywhere they are written, and nothing
+    # else; the budget, set under what analytics has spent this month, pages its owners: the
+    # next pass pushes the ratio, Prometheus' rule fires, Alertmanager posts to the receiver
     assert stack.config_file is not None
     config = yaml.safe_load(stack.config_file.read_text())
     changed = copy.deepcopy(config)
     teams = changed["config"]["fleetplane:fleet"]["teams"]
     analytics = next(team for team in teams if team["name"] == "analytics")
     analytics["quota"]["nvidia.com/gpu"] = 24
+    (spent,) = requests.get(
+        f"{stack.fleet().controller.prometheus_url}/api/v1/query",
+        params={"query": 'fleetplane_team_spend_usd{team="analytics"}'},
+        timeout=30,
+    ).json()["data"]["result"]
+    assert float(spent["value"][1]) > 0, spent
+    analytics["monthly_budget_usd"] = round(float(spent["value"][1]) * 0.9, 4)
     stack.config_file.write_text(yaml.safe_dump(changed, sort_keys=False))
     steps = preview_steps(stack)
     assert {(step["op"], name_of(step["urn"])) for step in steps} == {
@@ -208,6 +308,9 @@ def test_local_stack_lifecycle(stack: LocalStack) -> None:
     stack.pulumi("up", "--yes")
     analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
     assert analytics_queue["spec"]["capability"]["nvidia.com/gpu"] == "24"
+    assert stack.controller_pass() == 0
+    alert = alert_arrives(alerts[1], "FleetplaneTeamBudgetExhausted", "analytics", timeout=120)
+    assert "analytics" in alert["annotations"]["summary"], alert
 
     # 5. destroy removes everything it created ---------------------------------------------
     stack.pulumi("destroy", "--yes")

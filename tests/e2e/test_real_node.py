@@ -117,9 +117,7 @@ def notebook(name: str) -> dict[str, Any]:
     }
 
 
-def idle_series(
-    pod: str, node: str, start: float, end: float, scrape_seconds: int
-) -> list[Sample]:
+def idle_series(pod: str, node: str, start: float, end: float, scrape_seconds: int) -> list[Sample]:
     """DCGM-shaped series of an idle GPU (as dcgm-exporter labels them), one sample per scrape
     at the interval the stack tells the controller to expect (fewer is partial evidence)."""
     labels = {"namespace": "analytics", "pod": pod, "Hostname": node, "gpu": "0"}
