@@ -16,7 +16,9 @@ from fleet.render import (
     CONFIG_MOUNT,
     CONTROLLER_NAME,
     OPA_CA_MOUNT,
+    OPA_TOKEN_MOUNT,
     cron_schedule,
+    opa_controller_token_secret,
     render_opa_data,
 )
 
@@ -161,6 +163,17 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             {"name": "opa-ca", "configMap": {"name": f"{config.opa.name}-ca", "optional": True}}
         )
         mounts.append({"name": "opa-ca", "mountPath": OPA_CA_MOUNT, "readOnly": True})
+    if config.opa.gate:
+        # The controller's bearer token for OPA (the gate generates it): not optional, a pass
+        # without it could neither ask for decisions nor publish spend.
+        volumes.append(
+            {
+                "name": "opa-token",
+                # the default mode (0644): the controller's user (65532) is not the owner
+                "secret": {"secretName": opa_controller_token_secret(config)},
+            }
+        )
+        mounts.append({"name": "opa-token", "mountPath": OPA_TOKEN_MOUNT, "readOnly": True})
     return [
         {
             "apiVersion": "v1",

@@ -301,6 +301,19 @@ def test_cronjob(prod_controller) -> None:
     } in container["env"]
     assert pod["serviceAccountName"] == "fleetplane-controller"
     assert pod["restartPolicy"] == "Never"
+    # the bearer token OPA requires: the gate's Secret, where the rendered config says
+    assert {
+        "name": "opa-token",
+        "secret": {"secretName": "fleetplane-opa-controller-token"},
+    } in pod["volumes"]
+    assert {
+        "name": "opa-token",
+        "mountPath": "/etc/fleetplane/opa-token",
+        "readOnly": True,
+    } in container["volumeMounts"]
+    assert render_opa_data(fleet)["controller"]["opa_token_file"] == (
+        "/etc/fleetplane/opa-token/token"
+    )
     (config,) = [
         c
         for c in declared.kind("ConfigMap")
