@@ -19,6 +19,7 @@ from fleet.render import (
     OPA_TOKEN_MOUNT,
     cron_schedule,
     opa_controller_token_secret,
+    opa_data_configmap,
     render_opa_data,
 )
 
@@ -135,6 +136,19 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
         # read, listed and deleted through the ClusterRole
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
     ]
+    kept = opa_data_configmap(config)
+    if kept is not None:
+        # the documents OPA loads at start (controller/act/opa_files.py): created once (`create`
+        # cannot be limited by name), then only this ConfigMap read and merge-patched
+        rules += [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [kept.partition("/")[2]],
+                "verbs": ["get", "patch"],
+            },
+        ]
     if config.opa.deploy:
         rules.append(
             {

@@ -18,6 +18,7 @@ from components.tokens import BearerToken, TokenMaterial
 from fleet.config import FleetConfig
 from fleet.opa import (
     AUTHZ_DATA_PATH,
+    CONTROLLER_DATA_FILES,
     CONTROLLER_TOKEN_KEY,
     OPA_AUTH_FLAGS,
     OPA_GC_ENV,
@@ -29,6 +30,7 @@ from fleet.render import (
     OPA_SERVICE_PORT,
     opa_authz_secret,
     opa_controller_token_secret,
+    opa_data_configmap,
     render_approvals,
     render_opa_data,
 )
@@ -285,6 +287,9 @@ def policy_gate_manifests(
             "/policies",
             "/data",
             "/authz",
+            # the last spend the controller published, so a restarted replica judges budgets on
+            # it before the controller's next pass (read at start only: fleet/opa.py)
+            "/controller-data",
         ],
         "env": [{"name": name, "value": value} for name, value in OPA_GC_ENV.items()],
         "ports": [
@@ -314,6 +319,7 @@ def policy_gate_manifests(
             {"name": "policies", "mountPath": "/policies", "readOnly": True},
             {"name": "data", "mountPath": "/data", "readOnly": True},
             {"name": "authz", "mountPath": "/authz", "readOnly": True},
+            {"name": "controller-data", "mountPath": "/controller-data", "readOnly": True},
             {"name": "certs", "mountPath": "/certs", "readOnly": True},
         ],
     }
@@ -423,6 +429,19 @@ def policy_gate_manifests(
                                 "secret": {
                                     "secretName": opa_authz_secret(config),
                                     "items": [{"key": "data.json", "path": AUTHZ_DATA_PATH}],
+                                },
+                            },
+                            {
+                                # written by the controller, not declared here: absent until
+                                # its first pass (optional), never reverted by `pulumi up`
+                                "name": "controller-data",
+                                "configMap": {
+                                    "name": str(opa_data_configmap(config)).partition("/")[2],
+                                    "optional": True,
+                                    "items": [
+                                        {"key": key, "path": path}
+                                        for key, path in CONTROLLER_DATA_FILES.items()
+                                    ],
                                 },
                             },
                             {"name": "certs", "secret": {"secretName": f"{opa.name}-tls"}},

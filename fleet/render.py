@@ -191,6 +191,7 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "opa_ca_file": opa_ca_file,
         "opa_service": opa_service,
         "opa_token_file": opa_token_file,
+        "opa_data_configmap": opa_data_configmap(config),
         "dry_run": settings.dry_run,
         "lease_name": settings.lease_name,
         "namespace": config.system_namespace,
@@ -202,6 +203,14 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
 def opa_controller_token_secret(config: FleetConfig) -> str:
     """The Secret holding the controller's bearer token for the gate's OPA (system namespace)."""
     return f"{config.opa.name}-controller-token"
+
+
+def opa_data_configmap(config: FleetConfig) -> str | None:
+    """The ConfigMap ("namespace/name") where the controller keeps the documents OPA loads at
+    start (fleet/opa.py CONTROLLER_DATA_FILES); None without an admission gate."""
+    if not config.opa.gate:
+        return None
+    return f"{config.system_namespace}/{config.opa.name}-controller-data"
 
 
 def opa_authz_secret(config: FleetConfig) -> str:

@@ -590,7 +590,7 @@ class LocalStack:
 
         authz = cluster.get_json("secret", opa_authz_secret(fleet), "-n", ns).get("data", {})
         work = self.opa.work_dir
-        for sub in ("policies", "data", "certs", "authz"):
+        for sub in ("policies", "data", "certs", "authz", "controller-data"):
             target = work / sub
             if target.exists():
                 for path in sorted(target.rglob("*"), reverse=True):
@@ -606,6 +606,12 @@ class LocalStack:
         authz_file = work / "authz" / AUTHZ_DATA_PATH
         authz_file.parent.mkdir(parents=True, exist_ok=True)
         authz_file.write_bytes(base64.b64decode(authz["data.json"]))
+        # The last spend the controller published (its ConfigMap, once a pass has written it),
+        # as the Deployment mounts it: a restarted OPA keeps refusing a team over budget.
+        for relative, content in self._controller_data(fleet).items():
+            target = work / "controller-data" / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
         for key in ("tls.crt", "tls.key", "ca.crt"):
             path = work / "certs" / key
             path.write_bytes(base64.b64decode(secret[key]))
@@ -634,11 +640,30 @@ class LocalStack:
                 str(work / "policies"),
                 str(work / "data"),
                 str(work / "authz"),
+                str(work / "controller-data"),
             ],
             ready=lambda: _http_ok(f"https://{host}:{port}/health", context),
             env=OPA_GC_ENV,  # the GC settings the in-cluster Deployment gives OPA
         )
         self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
+
+    def _controller_data(self, fleet: Any) -> dict[str, str]:
+        """The files OPA loads from the controller's ConfigMap; none before its first pass."""
+        from fleet.opa import controller_data_files
+        from fleet.render import opa_data_configmap
+
+        kept = opa_data_configmap(fleet)
+        if kept is None:
+            return {}
+        namespace, _, name = kept.partition("/")
+        found = self.cluster.kubectl(
+            "get", "configmap", name, "-n", namespace, "-o", "json", check=False
+        )
+        if found.returncode != 0 and "NotFound" in (found.stderr or ""):
+            return {}
+        if found.returncode != 0:
+            raise StackError(f"cannot read ConfigMap {kept}: {found.stderr.strip()}")
+        return controller_data_files(json.loads(found.stdout).get("data") or {})
 
     def start_volcano(self) -> None:
         """The pinned Volcano release (CRDs, webhooks, controllers, scheduler), configured as

@@ -129,7 +129,21 @@ def test_policy_gate(
     assert "--optimize-store-for-read-speed" in container["args"]
     # every request is authenticated and authorized; the authz document is loaded at start
     assert {"--authentication=token", "--authorization=basic"} <= set(container["args"])
-    assert container["args"][-3:] == ["/policies", "/data", "/authz"]
+    assert container["args"][-4:] == ["/policies", "/data", "/authz", "/controller-data"]
+    # the spend the controller keeps for a restarted replica: its ConfigMap, not declared
+    # here (pulumi up would revert it), so optional until the controller's first pass
+    kept_volume = next(v for v in pod["volumes"] if v["name"] == "controller-data")
+    assert kept_volume["configMap"] == {
+        "name": "fleetplane-opa-controller-data",
+        "optional": True,
+        "items": [{"key": "spend.json", "path": "fleetplane/spend/data.json"}],
+    }
+    assert "fleetplane-opa-controller-data" not in configmaps
+    assert render_opa_data(fleet)["controller"]["opa_data_configmap"] == (
+        "fleetplane-system/fleetplane-opa-controller-data"
+    )
+    # no --watch: a watched change rewrites the whole data tree from the files
+    assert not any(a.startswith("--watch") for a in container["args"])
     authz_volume = next(v for v in pod["volumes"] if v["name"] == "authz")
     assert authz_volume["secret"] == {
         "secretName": "fleetplane-opa-authz",
