@@ -5,8 +5,10 @@ gate's (authorization on, data loaded from files as the Deployment mounts them).
 
 from __future__ import annotations
 
+import io
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import requests
 
 from controller.config import Settings, parse_config
 from controller.decide.spend import Accumulator
+from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient, namespace_path, object_path
 from controller.reconcile import run_pass
 from fleet.opa import CONTROLLER_DATA_FILES, controller_data_files
@@ -79,6 +82,21 @@ def test_a_team_over_budget_is_still_refused_after_opa_restarts(
     )
     try:
         assert review(opa, namespace).allowed  # OPA has no spend yet
+
+        # a dry run says what it would keep, and keeps nothing
+        printed = io.StringIO()
+        dry = run_pass(
+            kube=client,
+            fleet=parse_config(config),
+            settings=replace(settings, dry_run=True),
+            concerns=("spend",),
+            now=time.time(),
+            out=printed,
+        )
+        assert dry.as_dict()["dry_run"] == 1
+        assert f"would keep ConfigMap/{namespace}/{KEPT}: spend" in printed.getvalue()
+        with pytest.raises(NotFoundError):
+            client.get(object_path("v1", "configmaps", namespace, KEPT))
 
         summary = run_pass(
             kube=client,
