@@ -16,7 +16,10 @@ from fleet.render import (
     CONFIG_MOUNT,
     CONTROLLER_NAME,
     OPA_CA_MOUNT,
+    OPA_TOKEN_MOUNT,
     cron_schedule,
+    opa_controller_token_secret,
+    opa_data_configmap,
     render_opa_data,
 )
 
@@ -133,6 +136,19 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
         # read, listed and deleted through the ClusterRole
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
     ]
+    kept = opa_data_configmap(config)
+    if kept is not None:
+        # the documents OPA loads at start (controller/act/opa_files.py): created once (`create`
+        # cannot be limited by name), then only this ConfigMap read and merge-patched
+        rules += [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [kept.partition("/")[2]],
+                "verbs": ["get", "patch"],
+            },
+        ]
     if config.opa.deploy:
         rules.append(
             {
@@ -161,6 +177,17 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             {"name": "opa-ca", "configMap": {"name": f"{config.opa.name}-ca", "optional": True}}
         )
         mounts.append({"name": "opa-ca", "mountPath": OPA_CA_MOUNT, "readOnly": True})
+    if config.opa.gate:
+        # The controller's bearer token for OPA (the gate generates it): not optional, a pass
+        # without it could neither ask for decisions nor publish spend.
+        volumes.append(
+            {
+                "name": "opa-token",
+                # the default mode (0644): the controller's user (65532) is not the owner
+                "secret": {"secretName": opa_controller_token_secret(config)},
+            }
+        )
+        mounts.append({"name": "opa-token", "mountPath": OPA_TOKEN_MOUNT, "readOnly": True})
     return [
         {
             "apiVersion": "v1",

@@ -36,6 +36,7 @@ from components.tenancy import (
     team_manifests,
 )
 from components.tls import TlsMaterial, generate_tls_bundle
+from components.tokens import TokenMaterial, generate_token
 from components.volcano import Volcano, VolcanoArgs, volcano_queues
 from fleet.config import ClusterConfig, FleetConfig
 from fleet.project import find_project
@@ -207,12 +208,14 @@ def render_manifests(
     *,
     policies_dir: Path | None = None,
     tls: TlsMaterial | None = None,
+    controller_token: TokenMaterial | None = None,
 ) -> list[Manifest]:
     """Every Kubernetes object the components declare in a cluster, in apply order.
 
     Helm releases are not included (their objects come from the charts, Volcano's CRDs among
     them; a cluster without charts runs the same release's CRDs outside Pulumi). When `tls` is not
-    given and the admission gate is declared, throwaway TLS material is generated.
+    given and the admission gate is declared, throwaway TLS material is generated (and a
+    throwaway controller token without `controller_token`).
     """
     manifests = [system_namespace(config), *priority_classes(config)]
     for team in config.teams:
@@ -223,7 +226,11 @@ def render_manifests(
             tls = TlsMaterial(
                 **generate_tls_bundle(dns_names=opa_tls_dns_names(config), validity_days=1)
             )
-        manifests += policy_gate_manifests(config, read_policies(policies_dir), tls)
+        if controller_token is None:
+            controller_token = TokenMaterial(**generate_token())
+        manifests += policy_gate_manifests(
+            config, read_policies(policies_dir), tls, controller_token
+        )
     if config.controller.deploy:
         manifests += controller_manifests(config)
     manifests += observability_manifests(config)

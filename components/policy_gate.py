@@ -14,10 +14,26 @@ import pulumi
 
 from components.kube import Manifest, common_labels, declare_all, meta
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
+from components.tokens import BearerToken, TokenMaterial
 from fleet.config import FleetConfig
-from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
+from fleet.opa import (
+    AUTHZ_DATA_PATH,
+    CONTROLLER_DATA_FILES,
+    CONTROLLER_TOKEN_KEY,
+    OPA_AUTH_FLAGS,
+    OPA_GC_ENV,
+    OPA_RUN_FLAGS,
+    authz_document,
+)
 from fleet.project import policies_dir as project_policies
-from fleet.render import OPA_SERVICE_PORT, render_approvals, render_opa_data
+from fleet.render import (
+    OPA_SERVICE_PORT,
+    opa_authz_secret,
+    opa_controller_token_secret,
+    opa_data_configmap,
+    render_approvals,
+    render_opa_data,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,8 +49,9 @@ class PolicyGateArgs:
 
 
 class PolicyGate(pulumi.ComponentResource):
-    """OPA (policies and rendered data as ConfigMaps, a generated serving certificate) and
-    its ValidatingWebhookConfiguration.
+    """OPA (policies and rendered data as ConfigMaps, a generated serving certificate, the
+    controller's generated bearer token and the authz document that knows it) and its
+    ValidatingWebhookConfiguration.
 
     The webhook fails closed (`failurePolicy: Fail` by default): outside the platform's own
     namespaces nothing is admitted unchecked, team namespace or not. It does not see the
@@ -44,6 +61,7 @@ class PolicyGate(pulumi.ComponentResource):
     """
 
     tls: TlsBundle
+    controller_token: BearerToken
     resources: list[pulumi.CustomResource]
 
     def __init__(
@@ -57,9 +75,17 @@ class PolicyGate(pulumi.ComponentResource):
             validity_days=fleet.opa.cert_validity_days,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.controller_token = BearerToken(
+            f"{name}-controller-token",
+            role="controller",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         manifests = policy_gate_manifests(
-            fleet, read_policies(args.policies_dir), self.tls.material
+            fleet,
+            read_policies(args.policies_dir),
+            self.tls.material,
+            self.controller_token.material,
         )
         namespaces = {fleet.system_namespace: args.namespace} if args.namespace else {}
         body = [m for m in manifests if m["kind"] != "ValidatingWebhookConfiguration"]
@@ -106,6 +132,23 @@ def policy_configmap_key(relative_path: str) -> str:
 def _b64(value: Any) -> Any:
     encode = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
     return value.apply(encode) if isinstance(value, pulumi.Output) else encode(value)
+
+
+def _then(value: Any, function: Any) -> Any:
+    """`function(value)`, for a plain value or a Pulumi output alike."""
+    return value.apply(function) if isinstance(value, pulumi.Output) else function(value)
+
+
+def authz_json(config: FleetConfig, controller_token_sha256: str) -> str:
+    """`data.fleetplane.authz` of the gate's OPA: the controller's token, and the webhook's
+    role for requests without one where the API server sends none (`opa.anonymous_webhook`)."""
+    return json.dumps(
+        authz_document(
+            {controller_token_sha256: "controller"},
+            anonymous="webhook" if config.opa.anonymous_webhook else None,
+        ),
+        indent=2,
+    )
 
 
 def opa_tls_dns_names(config: FleetConfig) -> list[str]:
@@ -190,9 +233,14 @@ def webhook_rules() -> list[dict[str, Any]]:
 
 
 def policy_gate_manifests(
-    config: FleetConfig, policies: dict[str, str], tls: TlsMaterial
+    config: FleetConfig, policies: dict[str, str], tls: TlsMaterial, controller_token: TokenMaterial
 ) -> list[Manifest]:
     """OPA Deployment and Service (HTTPS), its policies and data, and the validating webhook.
+
+    OPA authenticates callers by bearer token and asks `system.authz` about every request
+    (`--authentication=token --authorization=basic`): the authz document (token hashes and
+    roles) is a Secret OPA loads at start, never written through the API; the controller's
+    token is a Secret its CronJob mounts (components/controller_job.py).
 
     With `opa.external_url` (OPA outside the cluster) there is no ServiceAccount, Deployment,
     Service or PodDisruptionBudget: the policies, data and serving certificate are declared for
@@ -212,6 +260,11 @@ def policy_gate_manifests(
     digest = hashlib.sha256(
         json.dumps([sorted(policy_data.items()), data_json]).encode()
     ).hexdigest()
+    # A new controller token (a rotation) rolls OPA, which reads the authz document only at start.
+    pod_digest = _then(
+        controller_token.sha256,
+        lambda token_hash: hashlib.sha256(f"{digest}:{token_hash}".encode()).hexdigest(),
+    )
 
     container = {
         "name": "opa",
@@ -228,10 +281,15 @@ def policy_gate_manifests(
             "--log-format=json",
             "--disable-telemetry",
             *OPA_RUN_FLAGS,
+            *OPA_AUTH_FLAGS,
             # ConfigMap volumes keep each revision in a hidden directory: load only the live one
             "--ignore=.*",
             "/policies",
             "/data",
+            "/authz",
+            # the last spend the controller published, so a restarted replica judges budgets on
+            # it before the controller's next pass (read at start only: fleet/opa.py)
+            "/controller-data",
         ],
         "env": [{"name": name, "value": value} for name, value in OPA_GC_ENV.items()],
         "ports": [
@@ -260,6 +318,8 @@ def policy_gate_manifests(
         "volumeMounts": [
             {"name": "policies", "mountPath": "/policies", "readOnly": True},
             {"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "authz", "mountPath": "/authz", "readOnly": True},
+            {"name": "controller-data", "mountPath": "/controller-data", "readOnly": True},
             {"name": "certs", "mountPath": "/certs", "readOnly": True},
         ],
     }
@@ -290,6 +350,24 @@ def policy_gate_manifests(
             "stringData": {"tls.crt": tls.cert_pem, "tls.key": tls.key_pem, "ca.crt": tls.ca_pem},
         },
         {
+            # Only hashes, but OPA's whole notion of who may do what: kept from readers of
+            # ConfigMaps all the same.
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(opa_authz_secret(config), ns, component=component),
+            "type": "Opaque",
+            "stringData": {
+                "data.json": _then(controller_token.sha256, lambda h: authz_json(config, h))
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(opa_controller_token_secret(config), ns, component=component),
+            "type": "Opaque",
+            "stringData": {CONTROLLER_TOKEN_KEY: controller_token.token},
+        },
+        {
             # The CA is public: clients (the controller) mount it without reading Secrets.
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -309,7 +387,7 @@ def policy_gate_manifests(
                 "template": {
                     "metadata": {
                         "labels": {**common_labels(component), **selector},
-                        "annotations": {"fleetplane.dev/config-sha256": digest},
+                        "annotations": {"fleetplane.dev/config-sha256": pod_digest},
                     },
                     "spec": {
                         "serviceAccountName": opa.name,
@@ -344,6 +422,26 @@ def policy_gate_manifests(
                                 "configMap": {
                                     "name": f"{opa.name}-data",
                                     "items": [{"key": "config.json", "path": "data.json"}],
+                                },
+                            },
+                            {
+                                "name": "authz",
+                                "secret": {
+                                    "secretName": opa_authz_secret(config),
+                                    "items": [{"key": "data.json", "path": AUTHZ_DATA_PATH}],
+                                },
+                            },
+                            {
+                                # written by the controller, not declared here: absent until
+                                # its first pass (optional), never reverted by `pulumi up`
+                                "name": "controller-data",
+                                "configMap": {
+                                    "name": str(opa_data_configmap(config)).partition("/")[2],
+                                    "optional": True,
+                                    "items": [
+                                        {"key": key, "path": path}
+                                        for key, path in CONTROLLER_DATA_FILES.items()
+                                    ],
                                 },
                             },
                             {"name": "certs", "secret": {"secretName": f"{opa.name}-tls"}},

@@ -234,6 +234,11 @@ class Settings:
 
     prometheus_url, opa_url: where the metrics and the decisions are (no default of their own).
     opa_ca_file: CA bundle to verify an https OPA; None uses the system store. Default None.
+    opa_token_file: the file holding the controller's bearer token for OPA (sent as
+        `Authorization: Bearer`); None sends none (an OPA without authorization). Default None.
+    opa_data_configmap: "namespace/name" of the ConfigMap where the controller keeps the
+        documents OPA loads at start (the last spend it published); None keeps none. Default
+        None.
     opa_service: "namespace/name" of the in-cluster OPA Service whose replicas each get the
         spend document (each keeps its own data); None publishes spend to opa_url alone.
         Default None; a `--opa-url` on the command line also means None.
@@ -260,6 +265,8 @@ class Settings:
     prometheus_url: str
     opa_url: str
     opa_ca_file: str | None = None
+    opa_token_file: str | None = None
+    opa_data_configmap: str | None = None
     opa_service: str | None = None
     dry_run: bool = False
     lease_name: str = "fleetplane-controller"
@@ -283,6 +290,8 @@ class Settings:
             "prometheus_url": section.get("prometheus_url"),
             "opa_url": section.get("opa_url"),
             "opa_ca_file": section.get("opa_ca_file"),
+            "opa_token_file": section.get("opa_token_file") or None,
+            "opa_data_configmap": section.get("opa_data_configmap") or None,
             "dry_run": bool(section.get("dry_run", False)),
             "lease_name": section.get("lease_name") or "fleetplane-controller",
             "lease_namespace": section.get("namespace") or "fleetplane-system",

@@ -68,7 +68,10 @@ def run_pass(
     hooks = hooks or Hooks()
     summary = Summary(dry_run=settings.dry_run)
     opa = Opa(
-        settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
+        settings.opa_url,
+        ca_file=settings.opa_ca_file,
+        token_file=settings.opa_token_file,
+        timeout=settings.request_timeout_seconds,
     )
     prometheus = Prometheus(
         settings.prometheus_url,

@@ -36,6 +36,11 @@ def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
     common.add_argument("--opa-url", help="OPA base URL (default: config controller.opa_url)")
     common.add_argument("--opa-ca-file", help="CA bundle for an https OPA (default: config)")
     common.add_argument(
+        "--opa-token-file",
+        help="file with the controller's bearer token for OPA (default: config "
+        "controller.opa_token_file)",
+    )
+    common.add_argument(
         "--lease-namespace", help="namespace of the Lease (default: config controller.namespace)"
     )
     common.add_argument("--lease-name", help=lease_name_help)
@@ -52,8 +57,11 @@ def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
 
 def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Settings] | int:
     """The configuration and the settings of a run (`overrides`: command-line settings beyond
-    the common ones); USAGE_ERROR, said on stderr, when --config is missing or invalid."""
+    the common ones); USAGE_ERROR, said on stderr, when --config is missing or invalid, or
+    when the OPA token file cannot be read."""
+    from controller.act.opa import read_token
     from controller.config import ConfigProblems, Settings, load_config
+    from controller.errors import PermanentError
 
     if args.config is None:
         print(f"--config (or ${CONFIG_ENV}) is required", file=sys.stderr)
@@ -64,11 +72,14 @@ def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Setting
             fleet,
             opa_url=args.opa_url,
             opa_ca_file=args.opa_ca_file,
+            opa_token_file=args.opa_token_file,
             lease_namespace=args.lease_namespace,
             lease_name=args.lease_name,
             **overrides,
         )
-    except ConfigProblems as error:
+        if settings.opa_token_file is not None:
+            read_token(settings.opa_token_file)  # every pass needs it: say so before starting
+    except (ConfigProblems, PermanentError) as error:
         print(str(error), file=sys.stderr)
         return USAGE_ERROR
     return fleet, settings

@@ -613,6 +613,11 @@ class OpaConfig(_Model):
     """Webhook timeout. Default 5."""
     cert_validity_days: int = Field(default=825, ge=1)
     """Validity of the generated serving certificate. Default 825."""
+    anonymous_webhook: bool = True
+    """Whether requests without a bearer token may ask for admission decisions (and nothing
+    else: policies/system/authz.rego). The API server of a managed control plane (EKS, GKE)
+    calls webhooks without credentials, so true there; false where the API server presents a
+    token (a self-managed control plane's AdmissionConfiguration). Default true."""
     external_url: str | None = Field(default=None, pattern=r"^https://[^/:]+:[0-9]+/?$")
     """With `deploy: false`, the HTTPS base URL (`https://HOST:PORT`) of an OPA that serves
     outside the cluster but where the API server reaches it. The gate then declares its
@@ -662,6 +667,9 @@ class ControllerConfig(_Model):
     """OPA base URL; None for the in-cluster OPA Service (https). Default None."""
     opa_ca_file: str | None = None
     """CA bundle to verify OPA; None for the mounted CA of the in-cluster OPA. Default None."""
+    opa_token_file: str | None = None
+    """File holding the controller's bearer token for OPA; None for the token the CronJob
+    mounts from the gate's Secret. Default None."""
     dry_run: bool = False
     """Decide and log, but do not act. Default false."""
     lease_name: Name = "fleetplane-controller"

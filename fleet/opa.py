@@ -20,3 +20,59 @@ decision no longer converts `data.fleetplane.config` from raw JSON on every look
 decision went from 1,507 to 1,350 allocations and the gate's throughput on 2 cores from 1,874 to
 2,267-2,306 decisions/s (bench/opa_admission.py, machine idle). Data written over the REST API (the
 controller's spend document) is converted once, on write."""
+
+OPA_AUTH_FLAGS = ("--authentication=token", "--authorization=basic")
+"""`opa run` flags of every OPA that serves the gate (the in-cluster Deployment, the local
+fleet's): bearer tokens identify callers, and `data.system.authz.allow`
+(policies/system/authz.rego) decides every request. Without them anyone who reaches OPA could
+replace the policies or the spend document through the API."""
+
+AUTHZ_DATA_PATH = "fleetplane/authz/data.json"
+"""Where the authz document sits under the directory OPA loads it from: OPA maps a `data.json`
+file's directory to its path in `data`, so this file is `data.fleetplane.authz`."""
+
+SPEND_FILE_KEY = "spend.json"
+"""The spend document's key in the controller's ConfigMap."""
+CONTROLLER_DATA_FILES = {SPEND_FILE_KEY: "fleetplane/spend/data.json"}
+"""The documents the controller keeps for OPA to load at start: key of its ConfigMap
+(`controller.opa_data_configmap`) -> path under the directory OPA loads them from, where OPA
+maps `fleetplane/spend/data.json` to `data.fleetplane.spend`. The in-cluster Deployment mounts
+the ConfigMap with these items, the local fleet writes the same files for its OPA: a restarted
+OPA judges budgets on the last spend the controller published, before its next pass.
+
+OPA reads them only at start, not with `--watch`: a watched file's change makes OPA write the
+loaded files over the whole data tree, which would drop what the controller wrote through the
+API since (and the kubelet updates a mounted ConfigMap a minute or more late, so it would also
+bring back an older spend). Between starts the controller's writes through the API are what
+OPA judges by."""
+
+
+def controller_data_files(configmap_data: dict[str, str]) -> dict[str, str]:
+    """The files OPA loads from the controller's ConfigMap (its `data`): path -> text, for the
+    keys of CONTROLLER_DATA_FILES it has (a ConfigMap not written yet has none)."""
+    return {
+        path: configmap_data[key]
+        for key, path in CONTROLLER_DATA_FILES.items()
+        if key in configmap_data
+    }
+
+
+CONTROLLER_TOKEN_KEY = "token"
+"""The key of the controller's bearer token in its Secret."""
+
+
+def token_sha256(token: str) -> str:
+    """The hex SHA-256 by which `data.fleetplane.authz.tokens` knows a bearer token (Rego's
+    `crypto.sha256` of the token as OPA receives it)."""
+    import hashlib
+
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def authz_document(
+    token_hashes: dict[str, str], *, anonymous: str | None = "webhook"
+) -> dict[str, object]:
+    """`data.fleetplane.authz` (docs/contracts.md): the hex SHA-256 of each bearer token -> its
+    role, and the role of a request without a token (`webhook` where the API server calls the
+    webhook without credentials, as on EKS and GKE; None where it presents a token)."""
+    return {"tokens": dict(token_hashes), "anonymous": anonymous}

@@ -16,6 +16,8 @@ from fleet.config import FleetConfig, PoolConfig, TeamConfig
 
 OPA_CA_MOUNT = "/etc/fleetplane/opa-ca"
 """Where the controller CronJob mounts the CA of the in-cluster OPA."""
+OPA_TOKEN_MOUNT = "/etc/fleetplane/opa-token"
+"""Where the controller CronJob mounts its bearer token for OPA (the gate's Secret)."""
 CONFIG_MOUNT = "/etc/fleetplane/config"
 """Where the controller CronJob mounts the rendered document."""
 CONFIG_FILE = "config.json"
@@ -175,6 +177,10 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         opa_url = settings.opa_url
         opa_ca_file = settings.opa_ca_file
         opa_service = None
+    # The gate's OPA requires a token (components/policy_gate.py); the CronJob mounts it.
+    opa_token_file = settings.opa_token_file or (
+        f"{OPA_TOKEN_MOUNT}/token" if config.opa.gate else None
+    )
     return {
         "period_seconds": settings.period_seconds,
         "schedule": cron_schedule(settings.period_seconds),
@@ -184,12 +190,32 @@ def render_controller(config: FleetConfig) -> dict[str, Any]:
         "opa_url": opa_url,
         "opa_ca_file": opa_ca_file,
         "opa_service": opa_service,
+        "opa_token_file": opa_token_file,
+        "opa_data_configmap": opa_data_configmap(config),
         "dry_run": settings.dry_run,
         "lease_name": settings.lease_name,
         "namespace": config.system_namespace,
         "image": settings.image,
         "pushgateway_url": pushgateway_url(config),
     }
+
+
+def opa_controller_token_secret(config: FleetConfig) -> str:
+    """The Secret holding the controller's bearer token for the gate's OPA (system namespace)."""
+    return f"{config.opa.name}-controller-token"
+
+
+def opa_data_configmap(config: FleetConfig) -> str | None:
+    """The ConfigMap ("namespace/name") where the controller keeps the documents OPA loads at
+    start (fleet/opa.py CONTROLLER_DATA_FILES); None without an admission gate."""
+    if not config.opa.gate:
+        return None
+    return f"{config.system_namespace}/{config.opa.name}-controller-data"
+
+
+def opa_authz_secret(config: FleetConfig) -> str:
+    """The Secret holding `data.fleetplane.authz` (token hashes and roles) that OPA loads."""
+    return f"{config.opa.name}-authz"
 
 
 def platform_repositories(config: FleetConfig) -> list[str]:

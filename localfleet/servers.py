@@ -144,7 +144,10 @@ class OpaServer:
 
     With `tls` (certificate and key files) it also serves HTTPS on `https_host`:`https_port`,
     as the in-cluster Deployment does; plain HTTP on loopback `port` stays (readiness, test
-    queries)."""
+    queries). `data`: files or directories OPA loads at start, as the Deployment's volumes.
+    With `authz` (`data.fleetplane.authz`) it requires authentication and authorization as
+    the gate's OPA does (`fleet.opa.OPA_AUTH_FLAGS`, policies/system/authz.rego): data can
+    then only be loaded at start (`data`), not with `put_data`."""
 
     policies: Path = field(default_factory=policies_dir)
     bin_dir: Path = field(default_factory=pinned_bin_dir)
@@ -153,6 +156,8 @@ class OpaServer:
     tls: tuple[Path, Path] | None = None
     https_host: str = "127.0.0.1"
     https_port: int = 0
+    data: tuple[Path, ...] = ()
+    authz: dict[str, Any] | None = None
     _process: _Process | None = field(default=None, init=False)
 
     @property
@@ -170,12 +175,24 @@ class OpaServer:
             f"--tls-private-key-file={key}",
         ]
 
+    def _authz_args(self) -> list[str]:
+        from fleet.opa import AUTHZ_DATA_PATH, OPA_AUTH_FLAGS
+
+        if self.authz is None:
+            return []
+        assert self.work_dir is not None
+        path = self.work_dir / "authz" / AUTHZ_DATA_PATH
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.authz))
+        return [*OPA_AUTH_FLAGS, str(self.work_dir / "authz")]
+
     def start(self, *, timeout: float = 30.0) -> OpaServer:
         from fleet.opa import OPA_RUN_FLAGS  # the flags every OPA of the project gets
 
         binaries = _require(self.bin_dir, ("opa",))
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-opa-"))
+        authz = self._authz_args()
         self._process = _Process("opa", self.work_dir / "opa.log")
         self.port = self._process.serve(
             lambda port: [
@@ -189,6 +206,8 @@ class OpaServer:
                 "--ignore=*_test.rego",
                 "--ignore=.*",
                 str(self.policies),
+                *(str(path) for path in self.data),
+                *authz,
             ],
             lambda port: f"http://127.0.0.1:{port}/health",
             self.port,
@@ -199,6 +218,12 @@ class OpaServer:
     def stop(self) -> None:
         if self._process is not None:
             self._process.stop()
+
+    def restart(self) -> OpaServer:
+        """Stop and start again on the same port: a new process with an empty store, loaded
+        from the files again (what a replica that restarts sees)."""
+        self.stop()
+        return self.start()
 
     def log_tail(self) -> str:
         return self._process.log_tail() if self._process else "--- opa: not started"

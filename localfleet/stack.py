@@ -59,6 +59,7 @@ from typing import Any
 from localfleet.controlplane import (
     BIN_DIR,
     ROOT,
+    ClusterError,
     LocalCluster,
     _alive,
     format_inventory,
@@ -577,7 +578,9 @@ class LocalStack:
 
     def start_gate(self) -> None:
         """OPA on loopback, loaded from the gate's cluster objects: HTTPS at opa.external_url
-        (the webhook), plain HTTP at controller.opa_url (the controller)."""
+        (the webhook), plain HTTP at controller.opa_url (the controller). As in a cluster, it
+        requires a bearer token (the controller's) for anything but admission decisions and
+        health, and loads the authz document from the gate's Secret."""
         fleet = self.fleet()
         if fleet.opa.external_url is None:
             self.log("no admission gate outside the cluster in this stack (opa.external_url)")
@@ -586,8 +589,11 @@ class LocalStack:
         policies = cluster.get_json("configmap", f"{name}-policies", "-n", ns).get("data", {})
         data = cluster.get_json("configmap", f"{name}-data", "-n", ns).get("data", {})
         secret = cluster.get_json("secret", f"{name}-tls", "-n", ns).get("data", {})
+        from fleet.render import opa_authz_secret
+
+        authz = cluster.get_json("secret", opa_authz_secret(fleet), "-n", ns).get("data", {})
         work = self.opa.work_dir
-        for sub in ("policies", "data", "certs"):
+        for sub in ("policies", "data", "certs", "authz", "controller-data"):
             target = work / sub
             if target.exists():
                 for path in sorted(target.rglob("*"), reverse=True):
@@ -598,6 +604,17 @@ class LocalStack:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         (work / "data" / "data.json").write_text(data["config.json"])
+        from fleet.opa import AUTHZ_DATA_PATH, OPA_AUTH_FLAGS
+
+        authz_file = work / "authz" / AUTHZ_DATA_PATH
+        authz_file.parent.mkdir(parents=True, exist_ok=True)
+        authz_file.write_bytes(base64.b64decode(authz["data.json"]))
+        # The last spend the controller published (its ConfigMap, once a pass has written it),
+        # as the Deployment mounts it: a restarted OPA keeps refusing a team over budget.
+        for relative, content in self._controller_data(fleet).items():
+            target = work / "controller-data" / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
         for key in ("tls.crt", "tls.key", "ca.crt"):
             path = work / "certs" / key
             path.write_bytes(base64.b64decode(secret[key]))
@@ -621,14 +638,35 @@ class LocalStack:
                 "--log-level=error",
                 "--disable-telemetry",
                 *OPA_RUN_FLAGS,
+                *OPA_AUTH_FLAGS,
                 "--ignore=.*",
                 str(work / "policies"),
                 str(work / "data"),
+                str(work / "authz"),
+                str(work / "controller-data"),
             ],
             ready=lambda: _http_ok(f"https://{host}:{port}/health", context),
             env=OPA_GC_ENV,  # the GC settings the in-cluster Deployment gives OPA
         )
         self.log(f"OPA serving the gate at {fleet.opa.external_url} ({len(policies)} policies)")
+
+    def _controller_data(self, fleet: Any) -> dict[str, str]:
+        """The files OPA loads from the controller's ConfigMap; none before its first pass."""
+        from fleet.opa import controller_data_files
+        from fleet.render import opa_data_configmap
+
+        kept = opa_data_configmap(fleet)
+        if kept is None:
+            return {}
+        namespace, _, name = kept.partition("/")
+        found = self.cluster.kubectl(
+            "get", "configmap", name, "-n", namespace, "-o", "json", check=False
+        )
+        if found.returncode != 0 and "NotFound" in (found.stderr or ""):
+            return {}
+        if found.returncode != 0:
+            raise StackError(f"cannot read ConfigMap {kept}: {found.stderr.strip()}")
+        return controller_data_files(json.loads(found.stdout).get("data") or {})
 
     def start_volcano(self) -> None:
         """The pinned Volcano release (CRDs, webhooks, controllers, scheduler), configured as
@@ -820,6 +858,23 @@ class LocalStack:
         )
         return path
 
+    def controller_token(self) -> Path:
+        """The controller's bearer token for OPA, read from the gate's Secret (as the CronJob
+        mounts it) into a file only this user can read."""
+        from fleet.opa import CONTROLLER_TOKEN_KEY
+        from fleet.render import opa_controller_token_secret
+
+        fleet = self.fleet()
+        secret = self.cluster.get_json(
+            "secret", opa_controller_token_secret(fleet), "-n", fleet.system_namespace
+        )
+        path = self.services_dir / "controller" / "opa-token"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_bytes(base64.b64decode(secret["data"][CONTROLLER_TOKEN_KEY]))
+        return path
+
     def controller_pass(self) -> int | None:
         """One real `fleetplane controller reconcile` pass, as the CronJob runs it."""
         fleet = self.fleet()
@@ -836,6 +891,8 @@ class LocalStack:
         ]
         if fleet.controller.opa_url:
             cmd += ["--opa-url", fleet.controller.opa_url]
+        if fleet.opa.gate:
+            cmd += ["--opa-token-file", str(self.controller_token())]
         cmd += ["--prometheus-url", fleet.controller.prometheus_url]
         self.log("$ " + shlex.join(["fleetplane", *cmd[3:]]))
         log_path = self.services_dir / "controller" / "reconcile.log"
@@ -919,9 +976,14 @@ class LocalStack:
         if not url or self.opa.pid() is None:
             return {}
         try:
-            with urllib.request.urlopen(f"{url}/v1/data/fleetplane/spend", timeout=5) as answer:
+            # OPA answers data reads only to the controller's token (policies/system/authz.rego)
+            token = self.controller_token().read_text().strip()
+            request = urllib.request.Request(
+                f"{url}/v1/data/fleetplane/spend", headers={"Authorization": f"Bearer {token}"}
+            )
+            with urllib.request.urlopen(request, timeout=5) as answer:
                 result = json.loads(answer.read()).get("result")
-        except (urllib.error.URLError, OSError, ValueError):
+        except (urllib.error.URLError, OSError, ValueError, KeyError, ClusterError):
             return {}
         return result if isinstance(result, dict) else {}
 

@@ -6,11 +6,19 @@ Decisions are `POST /v1/data/fleetplane/decisions/<name>` with `{"input": ...}`;
 written with opa-python-client's `OpaClient.update_or_create_data` at `fleetplane/spend` when
 OPA is one server (`publish_spend`); to each replica of the in-cluster OPA Service by its pod
 address, its certificate verified for the Service's name (`publish_spend_to`).
+
+Every request carries the controller's bearer token (`Authorization: Bearer`), read from the
+file the configuration names (`controller.opa_token_file`, the Secret the CronJob mounts): OPA
+runs with `--authentication=token --authorization=basic`, and its `system.authz` policy lets
+the controller's role ask for decisions and write the documents it keeps, nothing else. A
+token file that is missing, unreadable or empty is a permanent error (no pass can work
+without it); OPA refusing the token (401) is one too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,11 +41,38 @@ class Decision:
         return "; ".join(self.reasons) or ("allowed" if self.allow else "denied")
 
 
+def read_token(path: str) -> str:
+    """The bearer token in `path` (surrounding whitespace dropped); PermanentError naming the
+    file when it cannot be read or holds no token."""
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise PermanentError(f"OPA token file {path}: cannot read: {error}") from error
+    if not token:
+        raise PermanentError(f"OPA token file {path}: empty, no bearer token in it")
+    if any(c.isspace() for c in token):
+        raise PermanentError(f"OPA token file {path}: holds more than one token (whitespace)")
+    return token
+
+
 class Opa:
-    def __init__(self, url: str, *, ca_file: str | None = None, timeout: float = 10.0) -> None:
+    """token_file: the controller's bearer token for OPA; None sends none (an OPA without
+    authorization: the tests' servers, a replay)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ca_file: str | None = None,
+        token_file: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.ca_file = ca_file
+        self._headers = {"Content-Type": "application/json"}
+        if token_file is not None:
+            self._headers["Authorization"] = f"Bearer {read_token(token_file)}"
         self._session = requests.Session()
         self._verify: bool | str = ca_file or True  # per request: see observe.kube
         self.requests_made = 0
@@ -52,7 +87,7 @@ class Opa:
             response = self._session.post(
                 url,
                 data=orjson.dumps({"input": input}),
-                headers={"Content-Type": "application/json"},
+                headers=self._headers,
                 timeout=self.timeout,
                 verify=self._verify,
             )
@@ -61,7 +96,10 @@ class Opa:
         if response.status_code >= 500:
             raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
         if response.status_code != 200:
-            raise PermanentError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
+            raise PermanentError(
+                f"opa {url}: HTTP {response.status_code}: {response.text[:200]}"
+                + _refusal(response.status_code)
+            )
         try:
             answer = orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
@@ -90,7 +128,7 @@ class Opa:
             response = requests.put(
                 url,
                 data=orjson.dumps(document),
-                headers={"Content-Type": "application/json"},
+                headers=self._headers,
                 timeout=self.timeout,
                 verify=self._verify,
             )
@@ -104,7 +142,7 @@ class Opa:
         if response.status_code != 204:
             raise PermanentError(
                 f"opa {self.url}: publishing spend: HTTP {response.status_code}: "
-                f"{response.text[:200]}"
+                f"{response.text[:200]}" + _refusal(response.status_code)
             )
 
     def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
@@ -125,7 +163,7 @@ class Opa:
                     response = session.put(
                         url,
                         data=body,
-                        headers={"Content-Type": "application/json"},
+                        headers=self._headers,
                         timeout=self.timeout,
                         verify=self._verify,
                     )
@@ -133,8 +171,21 @@ class Opa:
                     failed.append(f"{endpoint}: {error}")
                     continue
                 if response.status_code != 204:
-                    failed.append(f"{endpoint}: HTTP {response.status_code}: {response.text[:200]}")
+                    failed.append(
+                        f"{endpoint}: HTTP {response.status_code}: {response.text[:200]}"
+                        + _refusal(response.status_code)
+                    )
         return failed
+
+
+def _refusal(status: int) -> str:
+    """What a 401 from OPA means: its authorization policy refused the request."""
+    if status != 401:
+        return ""
+    return (
+        " (OPA's authorization refused the request: is controller.opa_token_file the token "
+        "whose hash OPA's authz document gives the controller role?)"
+    )
 
 
 class _NamedHostAdapter(HTTPAdapter):

@@ -3,7 +3,8 @@
 
 Order per pass: (1) write every team's accumulator (one annotation update each; a conflict
 re-reads the namespace and folds again from the fresh accumulator), (2) publish all teams to OPA
-in one document (to every ready replica of the in-cluster OPA Service, when there is one), (3)
+in one document (to every ready replica of the in-cluster OPA Service, when there is one) and
+keep the same document in the ConfigMap OPA loads at start (controller/act/opa_files.py), (3)
 record an Event on the team namespace for each threshold crossed this month. The threshold is
 remembered in the accumulator written in (1) before its Event is recorded, so an Event is
 never repeated within a month.
@@ -16,12 +17,14 @@ from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
+from controller.act.opa_files import keep_for_opa
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.spend import Accumulator, PodCost, SpendPlan, TeamSpend, team_spend
 from controller.errors import NotFoundError, TemporaryError
 from controller.observe.endpoints import ready_endpoints
 from controller.observe.kube import namespace_path
+from fleet.opa import SPEND_FILE_KEY
 
 CONCERN = "spend"
 
@@ -66,6 +69,7 @@ def act_on_spend(rt: Runtime, plan: SpendPlan) -> dict[str, TeamSpend]:
         rt.guarded(
             CONCERN, "publish", "data.fleetplane.spend", lambda: _publish(rt, document, written)
         )
+    _keep(rt, document, written)
     for team, spend in sorted(written.items()):
         home = plan.home.get(team)
         for threshold in spend.crossed:
@@ -78,6 +82,24 @@ def _describe(spends: dict[str, TeamSpend]) -> str:
         f"{team} ${spend.usd:,.2f} ({spend.ratio:.0%} of ${spend.budget_usd:,.0f})"
         for team, spend in sorted(spends.items())
     )
+
+
+def _keep(rt: Runtime, document: dict[str, Any], spends: dict[str, TeamSpend]) -> None:
+    """The published document, also where OPA loads it at start (a replica that restarts
+    before the next pass judges budgets on it, not on no spend at all)."""
+    configmap = rt.settings.opa_data_configmap
+    if configmap is None:
+        return
+    target = f"ConfigMap/{configmap}"
+    if rt.dry_run:
+        rt.would(CONCERN, "keep", target, f"spend for OPA's next start: {_describe(spends)}")
+        return
+
+    def keep() -> None:
+        size = keep_for_opa(rt.kube, configmap, SPEND_FILE_KEY, document)
+        rt.done(CONCERN, "keep", target, "spend for OPA's next start", bytes=size)
+
+    rt.guarded(CONCERN, "keep", target, keep)
 
 
 def _publish(rt: Runtime, document: dict[str, Any], spends: dict[str, TeamSpend]) -> bool:

@@ -66,7 +66,10 @@ def run_upgrade_pass(
     summary = Summary(dry_run=settings.dry_run)
     result = PassResult(summary=summary, acted=ActReport())
     opa = Opa(
-        settings.opa_url, ca_file=settings.opa_ca_file, timeout=settings.request_timeout_seconds
+        settings.opa_url,
+        ca_file=settings.opa_ca_file,
+        token_file=settings.opa_token_file,
+        timeout=settings.request_timeout_seconds,
     )
     lease = (
         None

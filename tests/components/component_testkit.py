@@ -16,6 +16,8 @@ STACKS = ("local", "dev", "prod")
 
 FAKE_TLS = {"ca_pem": "FAKE-CA-PEM", "cert_pem": "FAKE-CERT-PEM", "key_pem": "FAKE-KEY-PEM"}
 """What the mocked TlsBundle returns; tests render manifests with the same material."""
+FAKE_TOKEN = {"token": "FAKE-CONTROLLER-TOKEN", "sha256": "f" * 64}
+"""What the mocked BearerToken returns; tests render manifests with the same material."""
 
 
 SECRET_SIGNATURE = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
@@ -54,7 +56,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         )
         outputs = dict(args.inputs)
         if args.typ == "pulumi-python:dynamic:Resource":
-            outputs.update(FAKE_TLS)
+            # a BearerToken has a role; a TlsBundle has DNS names
+            outputs.update(FAKE_TOKEN if "role" in args.inputs else FAKE_TLS)
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:

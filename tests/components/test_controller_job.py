@@ -153,6 +153,14 @@ def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
             "verbs": ["get", "patch"],
         },
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+        # the documents OPA loads at start: this one ConfigMap
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["fleetplane-opa-controller-data"],
+            "verbs": ["get", "patch"],
+        },
         {
             "apiGroups": ["discovery.k8s.io"],
             "resources": ["endpointslices"],
@@ -245,9 +253,14 @@ def test_pods_are_created_only_in_the_validator_namespace(prod_controller) -> No
         ("POST", "/api/v1/namespaces/team-a/events"),
         # preemption and drains go through the Eviction API
         ("POST", f"{pod_path('team-a', 'p')}/eviction"),
-        # spend
+        # spend, and the copy OPA loads at start (controller/act/opa_files.py)
         ("GET", namespace_path("team-a")),
         ("PATCH", namespace_path("team-a")),
+        (
+            "PATCH",
+            object_path("v1", "configmaps", "fleetplane-system", "fleetplane-opa-controller-data"),
+        ),
+        ("POST", object_path("v1", "configmaps", "fleetplane-system", None)),
         # driver upgrades: cordon, state labels, driver pod restarts
         ("GET", object_path("v1", "nodes", None, "gpu-1")),
         ("PATCH", object_path("v1", "nodes", None, "gpu-1")),
@@ -301,6 +314,19 @@ def test_cronjob(prod_controller) -> None:
     } in container["env"]
     assert pod["serviceAccountName"] == "fleetplane-controller"
     assert pod["restartPolicy"] == "Never"
+    # the bearer token OPA requires: the gate's Secret, where the rendered config says
+    assert {
+        "name": "opa-token",
+        "secret": {"secretName": "fleetplane-opa-controller-token"},
+    } in pod["volumes"]
+    assert {
+        "name": "opa-token",
+        "mountPath": "/etc/fleetplane/opa-token",
+        "readOnly": True,
+    } in container["volumeMounts"]
+    assert render_opa_data(fleet)["controller"]["opa_token_file"] == (
+        "/etc/fleetplane/opa-token/token"
+    )
     (config,) = [
         c
         for c in declared.kind("ConfigMap")

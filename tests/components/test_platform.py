@@ -14,8 +14,15 @@ import yaml
 
 from components.platform import Platform, PlatformArgs, cluster_kubeconfig, render_manifests
 from components.tls import TlsMaterial
+from components.tokens import TokenMaterial
 from fleet.config import FleetConfig
-from tests.components.component_testkit import FAKE_TLS, REPO_ROOT, Declare, minimal_raw_fleet
+from tests.components.component_testkit import (
+    FAKE_TLS,
+    FAKE_TOKEN,
+    REPO_ROOT,
+    Declare,
+    minimal_raw_fleet,
+)
 
 
 def canonical(manifest: dict[str, Any]) -> str:
@@ -29,7 +36,9 @@ def test_platform_declares_exactly_the_rendered_manifests(
     fleet = stack_fleets[stack]
     declared = declare(lambda: Platform(stack, PlatformArgs(fleet=fleet)))
 
-    want = render_manifests(fleet, tls=TlsMaterial(**FAKE_TLS))
+    want = render_manifests(
+        fleet, tls=TlsMaterial(**FAKE_TLS), controller_token=TokenMaterial(**FAKE_TOKEN)
+    )
     got = declared.kubernetes_objects()
     got = [o for o in got if "kind" in o]  # providers have no kind
     assert Counter(map(canonical, got)) == Counter(map(canonical, json.loads(json.dumps(want))))

@@ -49,6 +49,9 @@ def config_for(namespace: str) -> dict[str, Any]:
     }
     document["namespaces"][namespace] = "research"
     document["teams"]["research"]["namespaces"] = [namespace]
+    # the tests' shared OPA runs without authorization (tests load data through its API);
+    # tests/controller/test_opa_authorization.py runs the controller against one that has it
+    document["controller"]["opa_token_file"] = None
     for wt in document["workload_types"].values():
         if wt.get("idle"):
             wt["idle"] = {
@@ -322,3 +325,35 @@ def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)
+
+
+CONTROLLER_TOKEN = "c0ntroller-t0ken-for-tests"
+
+
+def gate_opa(work_dir: Any, config: dict[str, Any], *extra_data: Any) -> OpaServer:
+    """An OPA that runs as the gate's does (not started): the configuration loaded from a file
+    at start as the Deployment's `/data` volume holds it, `extra_data` directories beside it,
+    authentication and authorization on, the controller known by CONTROLLER_TOKEN and callers
+    without a token given the webhook's role (as on EKS and GKE)."""
+    from pathlib import Path
+
+    from fleet.opa import authz_document, token_sha256
+
+    work = Path(work_dir)
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "data.json").write_text(json.dumps({"fleetplane": {"config": config}}))
+    return OpaServer(
+        work_dir=work / "opa",
+        data=(data, *(Path(d) for d in extra_data)),
+        authz=authz_document({token_sha256(CONTROLLER_TOKEN): "controller"}),
+    )
+
+
+def token_file(directory: Any) -> str:
+    """CONTROLLER_TOKEN in a file, as the CronJob mounts it from the gate's Secret."""
+    from pathlib import Path
+
+    path = Path(directory) / "opa-token"
+    path.write_text(CONTROLLER_TOKEN + "\n")
+    return str(path)

@@ -65,6 +65,27 @@ def test_invalid_config_lists_every_problem(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("content", [None, "", "one two"])
+def test_an_unusable_opa_token_file_is_a_usage_error(tmp_path: Path, content: str | None) -> None:
+    """OPA refuses the controller without its bearer token: the pass does not start, and says
+    which file is wrong (the kube credentials are not even looked at)."""
+    from fleet.config import load_stack_config
+    from fleet.project import stack_file
+    from fleet.render import render_opa_data
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(render_opa_data(load_stack_config(stack_file("local")))))
+    token = tmp_path / "opa-token"
+    if content is not None:
+        token.write_text(content)
+    result = controller(
+        "reconcile", "--config", str(config), "--opa-token-file", str(token), "--dry-run"
+    )
+    assert result.returncode == 2
+    assert f"OPA token file {token}: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_dry_run_pass_from_the_command_line(harness: Harness, tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(harness.document))

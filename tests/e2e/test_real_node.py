@@ -180,14 +180,17 @@ def opa_replicas(stack: LocalStack) -> list[dict[str, Any]]:
     )["items"]
 
 
-def spend_at(pod_ip: str, ca_file: Path) -> Any:
+def spend_at(pod_ip: str, ca_file: Path, token: str | None) -> Any:
     """`data.fleetplane.spend` of one OPA replica, at its pod address (the host routes the pod
-    range into the node)."""
+    range into the node), read with `token` (OPA answers data reads to the controller's token
+    only); the HTTP status and the result."""
     context = ssl.create_default_context(cafile=str(ca_file))
     context.check_hostname = False  # the certificate names the Service, we call the pod
     connection = http.client.HTTPSConnection(pod_ip, 8443, context=context, timeout=10)
-    connection.request("GET", "/v1/data/fleetplane/spend")
-    return json.loads(connection.getresponse().read()).get("result")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    connection.request("GET", "/v1/data/fleetplane/spend", headers=headers)
+    response = connection.getresponse()
+    return response.status, json.loads(response.read() or b"{}").get("result")
 
 
 def events(logs: str) -> list[dict[str, Any]]:
@@ -308,9 +311,12 @@ def test_the_platform_runs_in_the_cluster_on_a_real_node(stack: LocalStack) -> N
             ca_file.write_text(
                 cluster.get_json("configmap", "fleetplane-opa-ca", "-n", SYSTEM)["data"]["ca.crt"]
             )
+            token = stack.controller_token().read_text().strip()
             for replica in opa_replicas(stack):
-                spend = spend_at(replica["status"]["podIP"], ca_file)
-                assert set(spend) == {"research", "serving", "analytics"}, spend
+                status, spend = spend_at(replica["status"]["podIP"], ca_file, token)
+                assert status == 200 and set(spend) == {"research", "serving", "analytics"}, spend
+                # without the controller's token, OPA's authorization refuses the read
+                assert spend_at(replica["status"]["podIP"], ca_file, None)[0] == 401
         print("controller passes in the cluster: " + ", ".join(
             f"{name} {seconds:.0f}s" for name, seconds in timings.items()))  # fmt: skip
 

@@ -156,6 +156,10 @@ def test_controller_section(stack_fleets: dict[str, FleetConfig]) -> None:
         "opa_url": "http://127.0.0.1:8181",
         "opa_ca_file": None,
         "opa_service": None,
+        # the gate's token, as the CronJob mounts it (on the host: --opa-token-file)
+        "opa_token_file": "/etc/fleetplane/opa-token/token",
+        # the last spend, where the local fleet's OPA loads it at start
+        "opa_data_configmap": "fleetplane-system/fleetplane-opa-controller-data",
         "dry_run": False,
         "lease_name": "fleetplane-controller",
         "namespace": "fleetplane-system",

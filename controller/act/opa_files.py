@@ -1,0 +1,55 @@
+"""The documents the controller keeps for OPA to load at start, in a ConfigMap.
+
+Each OPA replica keeps its data in memory: a replica that restarts (a rollout, an eviction, a
+node lost) would judge every team as having spent nothing until the controller's next pass.
+So the controller also writes what it publishes into the ConfigMap `controller.opa_data_configmap`,
+one key per document (fleet/opa.py `CONTROLLER_DATA_FILES`), which the OPA Deployment mounts
+as data files and the local fleet writes for its OPA. Written with a JSON merge patch of the
+one key (the other keys stay), created on the first pass. Only this controller writes it, under
+its Lease, so there is nothing to merge with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from controller.errors import ConflictError, NotFoundError, PermanentError
+from controller.observe.kube import KubeClient, object_path
+
+CONFIGMAP_LIMIT_BYTES = 900 * 1024
+"""Stay well below the 1 MiB object size limit of etcd."""
+MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetplane-controller"}
+
+
+def keep_for_opa(kube: KubeClient, configmap: str, key: str, document: Any) -> int:
+    """Write `document` (JSON) under `key` of the ConfigMap "namespace/name"; its size in
+    bytes. PermanentError when it would not fit in a ConfigMap."""
+    namespace, _, name = configmap.partition("/")
+    if not namespace or not name:
+        raise PermanentError(f"controller.opa_data_configmap {configmap!r}: not namespace/name")
+    text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+    size = len(text.encode())
+    if size > CONFIGMAP_LIMIT_BYTES:
+        raise PermanentError(
+            f"ConfigMap {configmap} key {key}: {size} bytes, above {CONFIGMAP_LIMIT_BYTES}"
+        )
+    path = object_path("v1", "configmaps", namespace, name)
+    patch = {"data": {key: text}}
+    try:
+        kube.merge_patch(path, patch)
+        return size
+    except NotFoundError:
+        pass
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": MANAGED_BY},
+        "data": {key: text},
+    }
+    try:
+        kube.create(object_path("v1", "configmaps", namespace, None), body)
+    except ConflictError:  # created in between (a pass of another command): write the key
+        kube.merge_patch(path, patch)
+    return size
