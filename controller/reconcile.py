@@ -373,5 +373,6 @@ def _preempt(rt: Runtime, snapshot: Snapshot, freed: set[str]) -> None:
         rt.now,
         pending_seconds=rt.settings.preemption_pending_seconds,
         freeing=frozenset(freed),
+        min_members=snapshot.min_members(),
     )
     act_on_preemption(rt, plan, snapshot.pods, frozenset(freed))

@@ -15,6 +15,11 @@ selection is made again from the remaining candidates; when no selection is left
 preemption stops and waits for a later pass. Any other eviction failure takes the annotation
 back too and fails the preemption. The next node is tried only while nothing was evicted for
 this preemptor, so victims are never taken on two nodes.
+
+A pending gang's plan spans nodes (`decide.preempt.GangPlan`): every victim of it is judged
+before any is evicted (`_serve_gang`); a refused one sends the gang back to the planner, and
+a gang with no plan left, like one the planner could not serve, evicts nobody and gets a
+Warning Event `GangPreemptionWaits` on its PodGroup.
 """
 
 from __future__ import annotations
@@ -65,18 +70,128 @@ def act_on_preemption(
     """`freeing`: uids of pods this pass already removes (as given to the plan)."""
     rt.summary.set("preemptors", len(plan.preemptions), state="planned")
     rt.summary.set("preemptors", len(plan.waiting), state="waiting")
+    rt.summary.set("preemptors", len(plan.unserved_gangs), state="gang-no-room")
     for pod, reason in plan.waiting:
         rt.log.info("preempt.waiting", pod=pod.key, reason=reason)
+    for gang in plan.unserved_gangs:
+        _gang_waits(rt, gang.namespace, gang.name, gang.reason)
     if not plan.preemptions:
         return
     usage = team_usage(pods, rt.fleet, freeing=freeing)
     for preemption in plan.preemptions:
+        serve = _serve_gang if preemption.gang is not None else _serve
         rt.guarded(
             CONCERN,
             "preempt",
             preemption.preemptor.key,
-            partial(_serve, rt, preemption, usage),
+            partial(serve, rt, preemption, usage),
         )
+
+
+def _gang_waits(rt: Runtime, namespace: str, name: str, reason: str) -> None:
+    """Nobody is evicted for a gang that cannot have room for all its pods at once: say so in
+    the log and on its PodGroup, where `kubectl describe podgroup` shows it."""
+    rt.log.warning("preempt.gang.no-room", gang=f"{namespace}/{name}", reason=reason)
+    rt.events.emit(
+        ObjectRef(
+            api_version="scheduling.volcano.sh/v1beta1",
+            kind="PodGroup",
+            namespace=namespace,
+            name=name,
+        ),
+        "GangPreemptionWaits",
+        reason,
+        warning=True,
+    )
+
+
+def _serve_gang(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, int]]) -> bool:
+    """Every victim of the gang's plan, across its nodes, is put to the policy before any is
+    evicted, each with its team's usage once the victims before it are gone. A refused victim
+    sends the gang back to the planner without it (same snapshot); when no plan is left,
+    nobody is evicted. Then the victims are evicted in order; one a disruption budget keeps
+    (429) stops the rest, and the next pass, counting the evicted ones as free, plans what is
+    still missing."""
+    gang, replan = preemption.gang, preemption.replan
+    assert gang is not None and replan is not None
+    refused: set[str] = set()
+    answers: dict[tuple[str, AnswerKey], Any] = {}
+    while True:
+        pairs = gang.victims
+        quota = Quota.of(rt.fleet, usage, preemption.team)
+        asked = asked_usages([victim for _, victim in pairs], quota)
+        decisions: dict[str, Any] = {}
+        denied = False
+        for (placement, _), (victim, held, key) in zip(pairs, asked, strict=True):
+            view = preemption.for_placement(placement)
+            cached = (placement.pod.uid, key)
+            decision = answers.get(cached)
+            if decision is None:
+                decision = rt.opa.decide("preempt", opa_input(view, victim, rt.fleet, held, rt.now))
+                answers[cached] = decision
+            decisions[victim.pod.uid] = decision
+            if not decision.allow:
+                rt.log.info(
+                    "preempt.victim.denied",
+                    preemptor=placement.pod.key,
+                    gang=gang.key,
+                    victim=victim.pod.key,
+                    reasons=list(decision.reasons),
+                )
+                rt.summary.action(CONCERN, "evict", "denied")
+                refused.add(victim.pod.uid)
+                denied = True
+                break
+        if denied:
+            replanned, why = replan(frozenset(refused))
+            if replanned is None:
+                _gang_waits(rt, gang.namespace, gang.name, f"{why} (the policy refused victims)")
+                rt.summary.action(CONCERN, "preempt", "denied")
+                return False
+            gang = replanned
+            continue
+        break
+    for placement, victim in gang.victims:
+        view = preemption.for_placement(placement)
+        decision = decisions.get(victim.pod.uid)
+        if rt.dry_run:
+            rt.would(
+                CONCERN,
+                "evict",
+                victim.pod.key,
+                f"gang {gang.key}: {_why(view, victim, placement.option, decision)}",
+                node=placement.option.node,
+            )
+            continue
+        if not _evict(rt, view, placement.option, victim, decision):
+            rt.log.warning(
+                "preempt.partial",
+                preemptor=placement.pod.key,
+                gang=gang.key,
+                node=placement.option.node,
+                reason="a disruption budget keeps a victim; the next pass plans what is missing",
+            )
+            rt.summary.action(CONCERN, "preempt", "blocked")
+            return False
+        release(usage, victim)
+    if rt.dry_run:
+        return True
+    for placement in gang.placements:
+        if placement.option.victims:
+            _record_preemptor(
+                rt,
+                preemption.for_placement(placement),
+                placement.option,
+                list(placement.option.victims),
+            )
+    rt.log.info(
+        "preempt.gang.served",
+        gang=gang.key,
+        min_member=gang.min_member,
+        running=gang.running,
+        placements={p.pod.key: p.option.node for p in gang.placements},
+    )
+    return True
 
 
 Answers = dict[AnswerKey, Any]

@@ -33,11 +33,24 @@ needing the fewest victims wins (then the least work lost, then the name). Capac
 pods already terminating counts as free, so a pass after a partial or interrupted one does not
 evict more than needed. Everything here is decided on the snapshot; `act.preempt` asks OPA for
 every victim and evicts through the Eviction API.
+
+A pending *gang* (a Volcano PodGroup with `minMember` above 1 and fewer pods running than that)
+is served only if room for all its still-unplaced pods (`minMember` minus those running) is
+made at once: its unschedulable pods are placed one after another, the largest first, each on
+the node needing the fewest victims given the placements before it (node selector, affinity,
+taints and accelerator resource as for one pod; a victim gang's mates free their own nodes,
+which a later pod may use), all on one trial ledger. When fewer than that many pods can be
+placed, the trial is dropped: nobody is evicted, and the gang is reported (`unserved_gangs`)
+with why. A gang whose PodGroup is not in the snapshot waits (its `minMember` is unknown), as
+does one with fewer unschedulable pods than it still needs. Victims are whole gangs as for any
+preemptor, and a victim gang's devices count against its team's guarantee together. The plan
+carries a `replan` on the same snapshot, for act to call without victims the policy refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.config import FleetView
@@ -64,6 +77,15 @@ class Candidate:
     mates: tuple[Pod, ...] = ()
     """The other pods of the victim's gang, evicted with it (they free nothing here)."""
     mates_devices: int = 0
+
+    @property
+    def families(self) -> dict[str, int]:
+        """Devices per family its team loses with it: its own and its gang mates'."""
+        out: dict[str, int] = {}
+        for pod in (self.pod, *self.mates):
+            for fam, n in families(pod).items():
+                out[fam] = out.get(fam, 0) + n
+        return out
 
     @property
     def devices(self) -> int:
@@ -98,6 +120,43 @@ class NodeOption:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GangPlacement:
+    """One pending pod of a gang, the node it is to run on and the victims that make room for
+    it there (none when the node already has room, or once earlier placements' victims go)."""
+
+    pod: Pod
+    priority: int
+    pending_seconds: float
+    option: NodeOption
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangPlan:
+    """Room for every still-unplaced pod of a pending gang, made at once: `placements` holds
+    `min_member - running` pods, each on its node, with the whole victim gangs to evict."""
+
+    namespace: str
+    name: str
+    min_member: int
+    running: int
+    placements: tuple[GangPlacement, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def victims(self) -> list[tuple[GangPlacement, Candidate]]:
+        """Every victim with the placement it makes room for, in placement order."""
+        return [(p, v) for p in self.placements for v in p.option.victims]
+
+
+Replan = Callable[[frozenset[str]], tuple["GangPlan | None", str]]
+"""Plan the gang again on the same snapshot without the given victim uids (the policy refused
+them): the new plan, or None and why no plan is left."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Preemption:
     preemptor: Pod
     priority: int
@@ -105,13 +164,45 @@ class Preemption:
     pending_seconds: float
     demand: dict[str, int]
     options: tuple[NodeOption, ...]
-    """Nodes where victims can make room, best first; the first is the plan."""
+    """Nodes where victims can make room, best first; the first is the plan. Empty for a gang:
+    its plan is `gang`."""
+    gang: GangPlan | None = None
+    replan: Replan | None = None
+
+    def for_placement(self, placement: GangPlacement) -> Preemption:
+        """The preemption as seen by one pod of the gang: the preemptor the policy is asked
+        about and the Events name, for the victims chosen for that pod."""
+        return Preemption(
+            preemptor=placement.pod,
+            priority=placement.priority,
+            team=self.team,
+            pending_seconds=placement.pending_seconds,
+            demand=dict(placement.pod.demand),
+            options=(placement.option,),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnservedGang:
+    """A pending gang the planner tried to serve and could not make room for as a whole."""
+
+    namespace: str
+    name: str
+    pods: tuple[Pod, ...]
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(kw_only=True)
 class PreemptPlan:
     preemptions: list[Preemption] = field(default_factory=list)
     waiting: list[tuple[Pod, str]] = field(default_factory=list)
+    unserved_gangs: list[UnservedGang] = field(default_factory=list)
+    """Gangs left waiting because room for all their pods at once cannot be made (one entry in
+    `waiting` too, under their first pod): nobody is evicted for them."""
 
 
 # --- scheduling constraints ------------------------------------------------------------------
@@ -208,15 +299,15 @@ class Quota:
         return held
 
     def keeps(self, candidate: Candidate, taken: dict[str, dict[str, int]]) -> bool:
-        """Whether the candidate's team keeps its guarantee after losing it too."""
+        """Whether the candidate's team keeps its guarantee after losing it (and its gang mates)
+        too."""
         team = candidate.team
         if team is None or team == self.team:
             return True
         guaranteed = self.guaranteed.get(team, {})
         held = self.held_after(team, taken)
         return all(
-            held.get(fam, 0) - n >= guaranteed.get(fam, 0)
-            for fam, n in families(candidate.pod).items()
+            held.get(fam, 0) - n >= guaranteed.get(fam, 0) for fam, n in candidate.families.items()
         )
 
 
@@ -224,7 +315,7 @@ def _count(ledger: dict[str, dict[str, int]], candidate: Candidate, sign: int) -
     if candidate.team is None:
         return
     held = ledger.setdefault(candidate.team, {})
-    for fam, n in families(candidate.pod).items():
+    for fam, n in candidate.families.items():
         held[fam] = held.get(fam, 0) + sign * n
 
 
@@ -297,8 +388,20 @@ def select_victims(
     return sorted(chosen, key=victim_order)
 
 
-def _pdb_blocks(pod: Pod, pdbs: list[DisruptionBudget]) -> DisruptionBudget | None:
-    return next((b for b in pdbs if b.disruptions_allowed <= 0 and b.selects(pod)), None)
+def _pdb_blocks(
+    pod: Pod, pdbs: list[DisruptionBudget], used: Mapping[tuple[str, str], int] | None = None
+) -> DisruptionBudget | None:
+    """The budget that allows no further disruption of the pod: none left now, or none left
+    once the victims this pass already chose under the same budget are gone (`used`)."""
+    used = used or {}
+    return next(
+        (
+            b
+            for b in pdbs
+            if b.disruptions_allowed - used.get((b.namespace, b.name), 0) <= 0 and b.selects(pod)
+        ),
+        None,
+    )
 
 
 @dataclass(kw_only=True)
@@ -310,6 +413,53 @@ class _Ledger:
     freeing: frozenset[str] = frozenset()
     evicted: set[str] = field(default_factory=set)
     gangs: dict[tuple[str, str], list[Pod]] = field(default_factory=dict)
+    refused: frozenset[str] = frozenset()
+    """Victims the policy refused when acting on a gang's plan: planned again without them."""
+    disruptions: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Evictions already planned under each PodDisruptionBudget (namespace, name)."""
+
+    def copy(self) -> _Ledger:
+        return replace(
+            self,
+            free={node: dict(left) for node, left in self.free.items()},
+            usage={team: dict(held) for team, held in self.usage.items()},
+            evicted=set(self.evicted),
+            disruptions=dict(self.disruptions),
+        )
+
+    def commit(self, option: NodeOption, pod: Pod, pdbs: list[DisruptionBudget]) -> None:
+        """Count the option's victims (with their gangs) as gone and the pod as placed."""
+        for victim in option.victims:
+            for gone in (victim.pod, *victim.mates):
+                self.evicted.add(gone.uid)
+                if gone.node_name in self.free:
+                    left = self.free[gone.node_name]
+                    for r, n in gone.demand.items():
+                        left[r] = left.get(r, 0) + n
+                team = victim.team
+                if team:
+                    held = self.usage.setdefault(team, {})
+                    for fam, n in families(gone).items():
+                        held[fam] = held.get(fam, 0) - n
+                for budget in pdbs:
+                    if budget.selects(gone):
+                        key = (budget.namespace, budget.name)
+                        self.disruptions[key] = self.disruptions.get(key, 0) + 1
+        left = self.free[option.node]
+        for r, n in pod.demand.items():
+            left[r] = left.get(r, 0) - n
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Context:
+    """What every planning step of one pass reads: the snapshot and the configuration."""
+
+    nodes: dict[str, Node]
+    by_node: dict[str, list[Pod]]
+    pdbs: list[DisruptionBudget]
+    fleet: FleetView
+    priority_of: Any
+    now: float
 
 
 def plan_preemption(
@@ -322,9 +472,12 @@ def plan_preemption(
     *,
     pending_seconds: float,
     freeing: set[str] | frozenset[str] = frozenset(),
+    min_members: Mapping[tuple[str, str], int] | None = None,
 ) -> PreemptPlan:
     """`priority_of(pod)`: the pod's priority (spec.priority, else its PriorityClass value).
-    `freeing`: uids of pods this pass already removes (e.g. idle reclaims)."""
+    `freeing`: uids of pods this pass already removes (e.g. idle reclaims). `min_members`:
+    each PodGroup's `minMember` by (namespace, name); a pending gang of several pods whose
+    PodGroup is not in it waits (how many pods must be placed together is unknown)."""
     plan = PreemptPlan()
     waiting = [
         p
@@ -333,6 +486,7 @@ def plan_preemption(
     ]
     if not waiting:
         return plan  # nothing waits: no need to account for the fleet
+    min_members = min_members or {}
     gang_members = gangs(pods)
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
@@ -348,113 +502,300 @@ def plan_preemption(
                 left[r] = left.get(r, 0) - n
         free[name] = left
     ledger = _Ledger(
-        free=free, usage=team_usage(pods, fleet, freeing=freeing), freeing=frozenset(freeing)
+        free=free,
+        usage=team_usage(pods, fleet, freeing=freeing),
+        freeing=frozenset(freeing),
+        gangs=gang_members,
+    )
+    context = _Context(
+        nodes=nodes, by_node=by_node, pdbs=pdbs, fleet=fleet, priority_of=priority_of, now=now
     )
     waiting.sort(key=lambda p: (-priority_of(p), p.unschedulable_since, p.namespace, p.name))
+    handled: set[tuple[str, str]] = set()
     for pod in waiting:
         assert pod.unschedulable_since is not None
+        key = gang_of(pod)
+        if key is not None and key in handled:
+            continue  # decided with its gang
+        if key is not None:
+            # Volcano makes a PodGroup for every pod it places, so most are gangs of one.
+            members = gang_members.get(key, [pod])
+            min_member = min_members.get(key)
+            if min_member is None and len(members) > 1:
+                handled.add(key)
+                plan.waiting.append(
+                    (
+                        pod,
+                        f"pending gang of {len(members)} pods whose PodGroup {key[1]} was not "
+                        "seen: how many of them must be placed together is unknown, so it waits",
+                    )
+                )
+                continue
+            running = [m for m in members if m.node_name and not m.deleting]
+            if min_member is not None and min_member > 1 and min_member - len(running) > 0:
+                handled.add(key)
+                _serve_gang(
+                    plan, key, min_member, running, members, pending_seconds, context, ledger
+                )
+                continue
+            # A pod alone, or one more than its gang needs running: room for it alone will do.
         pending = now - pod.unschedulable_since
         if pending < pending_seconds:
             plan.waiting.append(
                 (pod, f"pending {pending:.0f}s, preempts after {pending_seconds:.0f}s")
             )
             continue
-        gang = gang_members.get(gang_of(pod) or ("", ""), [])
-        pending_mates = [m for m in gang if not m.node_name and m.uid != pod.uid]
-        if pending_mates:
-            plan.waiting.append(
-                (
-                    pod,
-                    f"pending gang of {len(pending_mates) + 1} pods: room is made for a gang "
-                    "only all at once, which needs a plan across nodes; it waits",
-                )
-            )
-            continue
-        ledger.gangs = gang_members
-        preemption, why = _plan_one(
-            pod, pending, nodes, by_node, pdbs, fleet, priority_of, now, ledger
-        )
+        preemption, why = _plan_one(pod, pending, context, ledger)
         if preemption is None:
             plan.waiting.append((pod, why))
             continue
         plan.preemptions.append(preemption)
-        chosen = preemption.options[0]
-        for victim in chosen.victims:
-            for mate in victim.mates:
-                ledger.evicted.add(mate.uid)
-                if mate.node_name in ledger.free:
-                    for r, n in mate.demand.items():
-                        ledger.free[mate.node_name][r] = ledger.free[mate.node_name].get(r, 0) + n
-            ledger.evicted.add(victim.pod.uid)
-            for r, n in victim.frees.items():
-                ledger.free[chosen.node][r] = ledger.free[chosen.node].get(r, 0) + n
-            if victim.team:
-                held = ledger.usage.setdefault(victim.team, {})
-                for fam, n in families(victim.pod).items():
-                    held[fam] = held.get(fam, 0) - n
-        for r, n in pod.demand.items():
-            ledger.free[chosen.node][r] = ledger.free[chosen.node].get(r, 0) - n
+        ledger.commit(preemption.options[0], pod, pdbs)
     return plan
 
 
-def _plan_one(
-    pod: Pod,
-    pending: float,
-    nodes: dict[str, Node],
-    by_node: dict[str, list[Pod]],
-    pdbs: list[DisruptionBudget],
-    fleet: FleetView,
-    priority_of: Any,
-    now: float,
+def _serve_gang(
+    plan: PreemptPlan,
+    key: tuple[str, str],
+    min_member: int,
+    running: list[Pod],
+    members: list[Pod],
+    pending_seconds: float,
+    context: _Context,
     ledger: _Ledger,
-) -> tuple[Preemption | None, str]:
-    priority = priority_of(pod)
-    team = fleet.namespaces.get(pod.namespace)
-    if (pod.workload_type or "") not in fleet.workload_types:
-        return None, f"workload type {pod.workload_type!r} is unknown, so no victim is allowed"
+) -> None:
+    """Plan room for the gang's still-unplaced pods at once, or record why it waits."""
+    still = min_member - len(running)
+    pending = [
+        m
+        for m in members
+        if not m.node_name and not m.deleting and m.phase == "Pending" and m.unschedulable_since
+    ]
+    head = min(pending, key=lambda m: (m.unschedulable_since or 0.0, m.name))
+    if len(pending) < still:
+        plan.waiting.append(
+            (
+                head,
+                f"gang {key[1]} needs {still} more pod(s) to reach minMember {min_member} "
+                f"({len(running)} running) but only {len(pending)} wait unschedulable: it waits "
+                "for the rest to be created or judged by the scheduler",
+            )
+        )
+        return
+    waited = context.now - max(m.unschedulable_since or 0.0 for m in pending)
+    if waited < pending_seconds:
+        plan.waiting.append(
+            (
+                head,
+                f"gang {key[1]} pending {waited:.0f}s (its latest pod), preempts after "
+                f"{pending_seconds:.0f}s",
+            )
+        )
+        return
+    unknown = sorted({m.workload_type or "" for m in pending} - set(context.fleet.workload_types))
+    if unknown:
+        plan.waiting.append(
+            (head, f"gang {key[1]}: workload type(s) {unknown} unknown, so no victim is allowed")
+        )
+        return
+    # Hardest pods first: the largest demand is the hardest to find room for.
+    order = sorted(pending, key=lambda m: (-sum(m.demand.values()), m.name))
+
+    before = ledger.copy()  # what the replan starts from: the ledger gets this plan below
+
+    def planned(refused: frozenset[str]) -> tuple[GangPlan | None, str, _Ledger]:
+        start = before.copy()
+        start.refused = start.refused | refused
+        return _plan_gang(key, min_member, len(running), still, order, context, start)
+
+    gang, why, trial = planned(frozenset())
+    if gang is None:
+        plan.waiting.append((head, why))
+        plan.unserved_gangs.append(
+            UnservedGang(namespace=key[0], name=key[1], pods=tuple(pending), reason=why)
+        )
+        return
+    if not any(p.option.victims for p in gang.placements):
+        plan.waiting.append(
+            (
+                head,
+                f"gang {key[1]}: room for all its pods exists once pods already terminating "
+                "are gone",
+            )
+        )
+        return
+    first = gang.placements[0]
+    plan.preemptions.append(
+        Preemption(
+            preemptor=first.pod,
+            priority=first.priority,
+            team=context.fleet.namespaces.get(key[0]),
+            pending_seconds=waited,
+            demand=_total(p.pod.demand for p in gang.placements),
+            options=(),
+            gang=gang,
+            replan=lambda refused: planned(refused)[:2],
+        )
+    )
+    ledger.free, ledger.usage = trial.free, trial.usage
+    ledger.evicted, ledger.disruptions = trial.evicted, trial.disruptions
+
+
+def _total(demands: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for demand in demands:
+        for r, n in demand.items():
+            out[r] = out.get(r, 0) + n
+    return out
+
+
+GANG_FIRST_CHOICES = 8
+"""How many of the best nodes for a gang's first pod are each tried as the start of a whole
+plan (the rest placed greedily after it): the best node for one pod may be the worst start for
+the gang, e.g. a lone victim where a victim gang would have freed two nodes at once."""
+
+
+def _plan_gang(
+    key: tuple[str, str],
+    min_member: int,
+    running: int,
+    still: int,
+    order: list[Pod],
+    context: _Context,
+    ledger: _Ledger,
+) -> tuple[GangPlan | None, str, _Ledger]:
+    """Room for `still` of the pending pods (in `order`), each on its node given the placements
+    before it, on a copy of the ledger. The first pod that can be placed tries each of its
+    `GANG_FIRST_CHOICES` best nodes, the others take their best node in turn; of the complete
+    plans the one evicting the fewest pods (victims and their mates) wins, then the least work
+    lost, then the node names. None when fewer than `still` pods can be placed."""
+    first: tuple[int, list[NodeOption]] | None = None
+    for i, pod in enumerate(order):
+        options, _ = _node_options(pod, context, ledger)
+        if options:
+            first = (i, options)
+            break
+    best: tuple[tuple[Any, ...], list[GangPlacement], _Ledger] | None = None
+    most: tuple[int, list[str]] = (0, [p.name for p in order])
+    if first is not None:
+        index, options = first
+        for option in options[:GANG_FIRST_CHOICES]:
+            trial = ledger.copy()
+            placements, failures = _place_in_turn(order[index:], still, option, context, trial)
+            failures = [p.name for p in order[:index]] + failures
+            if len(placements) < still:
+                if len(placements) > most[0]:
+                    most = (len(placements), failures)
+                continue
+            victims = [v for p in placements for v in p.option.victims]
+            score = (
+                sum(1 + len(v.mates) for v in victims),
+                sum(v.work_lost for v in victims),
+                [p.option.node for p in placements],
+            )
+            if best is None or score < best[0]:
+                best = (score, placements, trial)
+    if best is None:
+        placed, failures = most
+        return (
+            None,
+            f"gang {key[1]} (minMember {min_member}, {running} running) needs room for {still} "
+            f"more pod(s) at once, but preemptible lower-priority or over-quota work makes room "
+            f"for only {placed} (no room for {', '.join(failures)}): nobody is evicted",
+            ledger,
+        )
+    _, placements, trial = best
+    return (
+        GangPlan(
+            namespace=key[0],
+            name=key[1],
+            min_member=min_member,
+            running=running,
+            placements=tuple(placements),
+        ),
+        "planned",
+        trial,
+    )
+
+
+def _place_in_turn(
+    pods: list[Pod], still: int, first: NodeOption, context: _Context, trial: _Ledger
+) -> tuple[list[GangPlacement], list[str]]:
+    """The first pod on `first`, then each next pod on its best node given those before it
+    (committed to `trial`), until `still` are placed: the placements and the pods left out."""
+    placements: list[GangPlacement] = []
+    failures: list[str] = []
+    for pod in pods:
+        if len(placements) == still:
+            break
+        if placements:
+            options, _ = _node_options(pod, context, trial)
+            if not options:
+                failures.append(pod.name)
+                continue
+            option = options[0]
+        else:
+            option = first
+        placements.append(
+            GangPlacement(
+                pod=pod,
+                priority=context.priority_of(pod),
+                pending_seconds=context.now - (pod.unschedulable_since or context.now),
+                option=option,
+            )
+        )
+        trial.commit(option, pod, context.pdbs)
+    return placements, failures
+
+
+def _node_options(
+    pod: Pod, context: _Context, ledger: _Ledger
+) -> tuple[list[NodeOption], str | None]:
+    """Every node where the pod fits once victims go, best first (fewest victims, least work
+    lost, name), and the first node where it fits already with no victim at all (then that
+    node is the one option, with no victims)."""
+    priority = context.priority_of(pod)
+    team = context.fleet.namespaces.get(pod.namespace)
     options: list[NodeOption] = []
-    for name in sorted(nodes):
-        node = nodes[name]
-        if not fits(pod, node):
+    for name in sorted(context.nodes):
+        if not fits(pod, context.nodes[name]):
             continue
         need = {r: n - ledger.free[name].get(r, 0) for r, n in pod.demand.items()}
         if all(n <= 0 for n in need.values()):
-            return None, f"fits on {name} once pods already terminating are gone"
+            return [NodeOption(node=name, need=need, candidates=(), victims=())], name
         candidates = sorted(
             (
                 c
-                for victim in by_node.get(name, ())
-                if (
-                    c := _candidate(
-                        victim,
-                        pod,
-                        priority,
-                        team,
-                        fleet,
-                        pdbs,
-                        priority_of,
-                        now,
-                        ledger,
-                    )
-                )
-                is not None
+                for victim in context.by_node.get(name, ())
+                if (c := _candidate(victim, pod, priority, team, context, ledger)) is not None
             ),
             key=victim_order,
         )
-        victims = select_victims(candidates, need, Quota.of(fleet, ledger.usage, team))
+        victims = select_victims(candidates, need, Quota.of(context.fleet, ledger.usage, team))
         if victims is None:
             continue
         options.append(
             NodeOption(node=name, need=need, candidates=tuple(candidates), victims=tuple(victims))
         )
+    options.sort(key=lambda o: (len(o.victims), o.work_lost, o.node))
+    return options, None
+
+
+def _plan_one(
+    pod: Pod, pending: float, context: _Context, ledger: _Ledger
+) -> tuple[Preemption | None, str]:
+    if (pod.workload_type or "") not in context.fleet.workload_types:
+        return None, f"workload type {pod.workload_type!r} is unknown, so no victim is allowed"
+    options, free_node = _node_options(pod, context, ledger)
+    if free_node is not None:
+        return None, f"fits on {free_node} once pods already terminating are gone"
     if not options:
         return None, "no node where preemptible lower-priority or over-quota work would make room"
-    options.sort(key=lambda o: (len(o.victims), o.work_lost, o.node))
     return (
         Preemption(
             preemptor=pod,
-            priority=priority,
-            team=team,
+            priority=context.priority_of(pod),
+            team=context.fleet.namespaces.get(pod.namespace),
             pending_seconds=pending,
             demand=dict(pod.demand),
             options=tuple(options),
@@ -468,19 +809,17 @@ def _candidate(
     preemptor: Pod,
     priority: int,
     team: str | None,
-    fleet: FleetView,
-    pdbs: list[DisruptionBudget],
-    priority_of: Any,
-    now: float,
+    context: _Context,
     ledger: _Ledger,
     *,
     alone: bool = False,
 ) -> Candidate | None:
     """The victim as a candidate, or None when it may not be one; a gang member only with all
     its mates allowed too (`alone`: judge the pod by itself, for checking a mate)."""
+    fleet, now = context.fleet, context.now
     if victim.deleting or victim.terminal or victim.exempt:
         return None
-    if victim.uid in ledger.evicted or victim.uid in ledger.freeing:
+    if victim.uid in ledger.evicted or victim.uid in ledger.freeing or victim.uid in ledger.refused:
         return None
     if victim.phase != "Running":
         return None
@@ -494,7 +833,7 @@ def _candidate(
     running = max(0.0, now - started)
     if running < wt.min_runtime_seconds:
         return None
-    victim_priority = priority_of(victim)
+    victim_priority = context.priority_of(victim)
     if victim_priority >= priority:
         return None
     victim_team = fleet.namespaces.get(victim.namespace)
@@ -507,7 +846,7 @@ def _candidate(
             held.get(fam, 0) - n < guaranteed.get(fam, 0) for fam, n in families(victim).items()
         ):
             return None
-    if _pdb_blocks(victim, pdbs) is not None:
+    if _pdb_blocks(victim, context.pdbs, ledger.disruptions) is not None:
         return None
     checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
     since = now - checkpoint if checkpoint is not None and checkpoint <= now else running
@@ -525,10 +864,7 @@ def _candidate(
                     preemptor,
                     priority,
                     team,
-                    fleet,
-                    pdbs,
-                    priority_of,
-                    now,
+                    context,
                     ledger,
                     alone=True,
                 )

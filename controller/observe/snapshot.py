@@ -42,6 +42,9 @@ class VolcanoObject:
     name: str
     phase: str
     queue: str | None
+    min_member: int | None = None
+    """A PodGroup's `spec.minMember`: how many of its pods Volcano places together or not at
+    all (None for the other kinds, or when the field is absent or not a whole number)."""
 
 
 @dataclass(kw_only=True)
@@ -69,6 +72,14 @@ class Snapshot:
             self._node_index = cached
         return cached
 
+    def min_members(self) -> dict[tuple[str, str], int]:
+        """`minMember` of every PodGroup that states one, by (namespace, name)."""
+        return {
+            (o.namespace, o.name): o.min_member
+            for o in self.volcano
+            if o.kind == "PodGroup" and o.min_member is not None
+        }
+
     def priority_of(self, pod: Pod) -> int:
         if pod.priority or not pod.priority_class:
             return pod.priority
@@ -82,12 +93,16 @@ def _volcano(kind: str, raw: Any) -> VolcanoObject:
     state = status.get("state")
     phase = status.get("phase") or (state.get("phase") if isinstance(state, dict) else state)
     queue = spec.get("queue") if isinstance(spec, dict) else None
+    min_member = spec.get("minMember") if isinstance(spec, dict) else None
+    if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 0:
+        min_member = None
     return VolcanoObject(
         kind=kind,
         namespace=str(metadata.get("namespace", "")),
         name=str(metadata.get("name", "")),
         phase=phase if isinstance(phase, str) else "",
         queue=queue if isinstance(queue, str) else None,
+        min_member=min_member if kind == "PodGroup" else None,
     )
 
 

@@ -7,7 +7,9 @@ mean "already done"); then, only when every action completed, the state label wi
 timer and the detail annotation, written with the resourceVersion last seen (a conflict re-reads
 the node and writes only if it is still in the state the step was planned from); the server's
 answer confirms the label; then an Event on the node. An eviction a PodDisruptionBudget refuses
-(HTTP 429) leaves the step incomplete: the next pass tries again.
+(HTTP 429) leaves the step incomplete: the next pass tries again. Nodes admitted together
+because they run one gang's pods are judged by OPA all before any is started: one refusal keeps
+them all where they are.
 
 Errors stay with their step (logged, counted); the other steps of the pass still run.
 """
@@ -24,6 +26,7 @@ from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.errors import (
     ConflictError,
+    ControllerError,
     NotFoundError,
     TemporaryError,
     TooManyRequestsError,
@@ -97,13 +100,50 @@ def opa_input(step: Step, now: float) -> dict[str, Any]:
 
 def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
     report = ActReport()
+    refused = _judge_groups(rt, plan.steps, report)
     for step in plan.steps:
+        if step.node.name in refused:
+            continue
         outcome = rt.guarded(
             CONCERN, _action_name(step), step.node.name, partial(_carry_out, rt, step, report)
         )
         if outcome is None:
             report.failed_steps += 1
     return report
+
+
+def _judge_groups(rt: Runtime, steps: list[Step], report: ActReport) -> set[str]:
+    """Nodes admitted together (they run pods of one gang) are all admitted or none: OPA is
+    asked about each before any is started, and one refusal (or OPA failing) keeps them all
+    waiting. Returns the nodes not to start."""
+    refused: set[str] = set()
+    groups: dict[tuple[str, ...], list[Step]] = {}
+    for step in steps:
+        if step.admission is not None and step.admission.together:
+            groups.setdefault(step.admission.together, []).append(step)
+    for names, members in groups.items():
+        why = None
+        for step in members:
+            try:
+                decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
+            except ControllerError as error:
+                why = f"OPA could not decide on {step.node.name}: {error}"
+                break
+            if not decision.allow:
+                why = f"OPA denies starting {step.node.name}: {decision.because()}"
+                break
+        if why is None:
+            continue
+        refused.update(names)
+        for step in members:
+            report.denied[step.node.name] = why
+            rt.summary.action(CONCERN, "admit", "denied")
+        rt.log.info("upgrade.gang-denied", nodes=list(names), reason=why)
+        if rt.dry_run:
+            rt.out.write(
+                f"DRY-RUN {CONCERN}: none of {', '.join(names)} (one gang's nodes) starts: {why}\n"
+            )
+    return refused
 
 
 def _action_name(step: Step) -> str:

@@ -3,7 +3,9 @@
 Nodes of the rolled pools come from one list (label selector on `fleetplane.dev/pool`); pods are
 listed only for nodes whose state needs them (`states.NEEDS_PODS`), one `spec.nodeName` field
 selector each, in parallel, so the cost of a pass follows the nodes in the rollout rather than
-the size of the cluster. PodDisruptionBudgets are listed once, to explain evictions a budget
+the size of the cluster. While a maintenance window is open the nodes waiting for admission
+are listed too, and the namespaces of the gangs (Volcano PodGroups) with a pod on a listed
+node, to know every node such a gang runs on. PodDisruptionBudgets are listed once, to explain evictions a budget
 refuses. Everything is slimmed into frozen views; decisions never see raw JSON.
 """
 
@@ -20,9 +22,14 @@ from controller.observe.kube import KubeClient
 from controller.observe.model import DisruptionBudget, pdb_from_api, selector_matches
 from controller.upgrade import states
 from controller.upgrade.consumers import Role, controller_kind, pod_role, uses_gpu
+from controller.upgrade.limits import in_any_window
 from controller.upgrade.settings import UpgradeSettings
 from controller.upgrade.states import Detail
 from fleet import labels as keys
+
+GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+"""The PodGroup a pod belongs to, as Volcano annotates the pods it schedules: Volcano runs a
+gang's pods together or not at all, so draining one node of a gang stops all of it."""
 
 
 def driver_version(labels: dict[str, str]) -> str | None:
@@ -146,6 +153,10 @@ class PodView:
     """First container's terminated state, if it has one."""
     checkpoint_text: str | None = None
     """The annotation as written, to name it when it is malformed."""
+    gang: str | None = None
+    """The Volcano PodGroup it belongs to (`scheduling.k8s.io/group-name`), if any."""
+    node: str | None = None
+    """`spec.nodeName`."""
 
     @property
     def key(self) -> str:
@@ -198,6 +209,8 @@ def pod_view(raw: dict[str, Any], settings: UpgradeSettings) -> PodView:
         attempt=int(attempt_text) if attempt_text and attempt_text.isdigit() else None,
         terminated=terminated,
         checkpoint_text=None if checkpoint_text is None else str(checkpoint_text),
+        gang=annotations.get(GANG_ANNOTATION) or None,
+        node=(raw.get("spec") or {}).get("nodeName") or None,
     )
 
 
@@ -230,9 +243,21 @@ class UpgradeSnapshot:
     pods: dict[str, list[PodView]] = field(default_factory=dict)
     """Pods per node, for the nodes whose state needs them."""
     pdbs: list[DisruptionBudget] = field(default_factory=list)
+    gang_nodes: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    """The nodes every active pod of a gang runs on, by (namespace, PodGroup), for the gangs
+    with a pod on a listed node."""
 
     def pods_on(self, node: str) -> list[PodView]:
         return self.pods.get(node, [])
+
+    def gangs_on(self, node: str) -> dict[tuple[str, str], frozenset[str]]:
+        """The gangs with an active pod on the node, and every node their pods run on."""
+        out: dict[tuple[str, str], frozenset[str]] = {}
+        for pod in self.pods_on(node):
+            if pod.gang and pod.active and not pod.deleting:
+                key = (pod.namespace, pod.gang)
+                out[key] = self.gang_nodes.get(key, frozenset()) | {node}
+        return out
 
 
 def pdb_blocking(pdbs: list[DisruptionBudget], pod: PodView) -> DisruptionBudget | None:
@@ -258,7 +283,14 @@ def take_upgrade_snapshot(
         nodes = [
             node_view(raw) for raw in kube.list("/api/v1/nodes", params={"labelSelector": selector})
         ]
-    wanted = [n.name for n in nodes if n.state in states.NEEDS_PODS]
+    # Nodes waiting for admission are listed too while a window is open: admitting one that
+    # hosts part of a gang needs the gang's other nodes (plan._admit).
+    admitting = in_any_window(settings.windows, time.time())
+    wanted = [
+        n.name
+        for n in nodes
+        if n.state in states.NEEDS_PODS or (admitting and n.state == states.UPGRADE_REQUIRED)
+    ]
 
     def pods_of(name: str) -> list[PodView]:
         items = kube.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"})
@@ -272,7 +304,27 @@ def take_upgrade_snapshot(
         futures = {name: pool.submit(pods_of, name) for name in wanted}
         pods = {name: future.result() for name, future in futures.items()}
         pdbs = pdb_future.result()
-    snapshot = UpgradeSnapshot(taken_at=time.time(), nodes=nodes, pods=pods, pdbs=pdbs)
+    gang_namespaces = sorted(
+        {p.namespace for on_node in pods.values() for p in on_node if p.gang and p.active}
+    )
+
+    def gang_pods_in(namespace: str) -> list[PodView]:
+        items = kube.list(f"/api/v1/namespaces/{namespace}/pods")
+        return [pod_view(raw, settings) for raw in items]
+
+    gang_nodes: dict[tuple[str, str], set[str]] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(gang_namespaces)))) as pool:
+        for found in pool.map(gang_pods_in, gang_namespaces):
+            for view in found:
+                if view.gang and view.node and view.active and not view.deleting:
+                    gang_nodes.setdefault((view.namespace, view.gang), set()).add(view.node)
+    snapshot = UpgradeSnapshot(
+        taken_at=time.time(),
+        nodes=nodes,
+        pods=pods,
+        pdbs=pdbs,
+        gang_nodes={key: frozenset(on) for key, on in gang_nodes.items()},
+    )
     for node_name, on_node in pods.items():
         for view in on_node:
             problem = checkpoint_problem(view, snapshot.taken_at)

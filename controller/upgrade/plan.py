@@ -10,6 +10,10 @@ what for). Each node moves at most one state per pass. Per pool, in this order:
    driver is restarted, and nodes still on the old driver go back into service;
 3. admissions: inside a maintenance window, nodes in `upgrade-required` leave service in a fixed
    order while `limits.upgrade_slots` allows (each still needs OPA's allow, asked when acting);
+   A node that runs a pod of a gang (Volcano PodGroup) whose other pods run on other nodes is
+   admitted only together with all of those nodes (`_drain_group`), when the slots allow all
+   of them at once; otherwise it waits, and its note says for what. Part of a gang is never
+   drained: Volcano runs a gang whole or not at all.
 4. marking: nodes whose driver differs from the target become `upgrade-required` (inside a
    window, and not while halted).
 
@@ -232,7 +236,7 @@ def plan_pool(
             for node in candidates:
                 notes[node.name] = "waiting for a maintenance window"
         else:
-            _admit(candidates, nodes, steps, notes, report, ctx, limit)
+            _admit(candidates, nodes, steps, notes, report, ctx, limit, snapshot)
     elif candidates:
         for node in candidates:
             notes[node.name] = "waiting: the pool's rollout is halted"
@@ -295,9 +299,12 @@ def _admit(
     report: PoolReport,
     ctx: Context,
     limit: int,
+    snapshot: UpgradeSnapshot,
 ) -> None:
     unavailable, in_progress = report.unavailable, report.in_progress
     limited = 0
+    by_name = {n.name: n for n in nodes}
+    eligible: dict[str, NodeView] = {}
     for node in candidates:
         if not node.ready:
             notes[node.name] = "NotReady: not started until it is Ready again"
@@ -307,49 +314,126 @@ def _admit(
             # The two machines never act on one node at once (controller/remediation).
             notes[node.name] = f"held by GPU health remediation ({held}): not started"
             continue
-        already = node.unschedulable  # already out of service: takes no unavailability slot
-        free = (
-            ctx.settings.max_parallel - in_progress
-            if already
-            else upgrade_slots(
+        eligible[node.name] = node
+    decided: set[str] = set()
+    for node in candidates:
+        if node.name not in eligible or node.name in decided:
+            continue
+        group, why = _drain_group(node, snapshot, by_name, eligible, ctx.target)
+        if group is None:
+            decided.add(node.name)
+            notes[node.name] = why
+            report.blocks.append(f"node {node.name}: {why}")
+            continue
+        decided |= {m.name for m in group}
+        # Nodes already unschedulable for another reason take no unavailability slot.
+        needs_parallel = len(group)
+        needs_unavailable = sum(not m.unschedulable for m in group)
+        if needs_unavailable:
+            # The count function: slots left once the group's already-unschedulable nodes
+            # took their parallel slots must cover the rest.
+            room = upgrade_slots(
                 max_parallel=ctx.settings.max_parallel,
-                in_progress=in_progress,
+                in_progress=in_progress + needs_parallel - needs_unavailable,
                 max_unavailable=limit,
                 unavailable=unavailable,
             )
-        )
-        if free <= 0:
-            limited += 1
-            notes[node.name] = (
-                f"waiting for a slot: {unavailable} of max {limit} unavailable, "
-                f"{in_progress} of max {ctx.settings.max_parallel} in the rollout"
+            fits = room >= needs_unavailable
+        else:
+            fits = ctx.settings.max_parallel - in_progress >= needs_parallel
+        if not fits:
+            limited += len(group)
+            together = (
+                f" ({len(group)} nodes of one gang, drained together)" if len(group) > 1 else ""
             )
+            for member in group:
+                notes[member.name] = (
+                    f"waiting for a slot{together}: {unavailable} of max {limit} unavailable, "
+                    f"{in_progress} of max {ctx.settings.max_parallel} in the rollout"
+                )
             continue
-        others = unavailable - 1 if already else unavailable
-        steps[node.name] = Step(
-            node=node,
-            target=ctx.target,
-            next_state=states.CORDON_REQUIRED,
-            admission=Admission(pool_nodes=len(nodes), pool_unavailable=others),
-            detail=node.detail.but(
+        names = tuple(m.name for m in group) if len(group) > 1 else ()
+        for member in group:
+            already = member.unschedulable
+            others = unavailable - 1 if already else unavailable
+            steps[member.name] = Step(
+                node=member,
                 target=ctx.target,
-                previous=node.driver,
-                cordoned=node.detail.cordoned or not node.unschedulable,
-                driver_pod=None,
-                failure=None,
-            ),
-            reason=f"upgrading driver {node.driver} to {ctx.target}: "
-            f"{others} other node(s) of {len(nodes)} unavailable, max {limit}",
-        )
-        notes[node.name] = steps[node.name].reason
-        in_progress += 1
-        if not already:
-            unavailable += 1
+                next_state=states.CORDON_REQUIRED,
+                admission=Admission(pool_nodes=len(nodes), pool_unavailable=others, together=names),
+                detail=member.detail.but(
+                    target=ctx.target,
+                    previous=member.driver,
+                    cordoned=member.detail.cordoned or not member.unschedulable,
+                    driver_pod=None,
+                    failure=None,
+                ),
+                reason=f"upgrading driver {member.driver} to {ctx.target}: "
+                f"{others} other node(s) of {len(nodes)} unavailable, max {limit}"
+                + (
+                    f"; drained with {', '.join(n for n in names if n != member.name)}, "
+                    "which run pods of the same gang"
+                    if names
+                    else ""
+                ),
+            )
+            notes[member.name] = steps[member.name].reason
+            in_progress += 1
+            if not already:
+                unavailable += 1
     if limited:
         report.blocks.append(
             f"limit reached: {limited} node(s) wait for a slot "
             f"(max_unavailable {limit}, max_parallel {ctx.settings.max_parallel})"
         )
+
+
+def _drain_group(
+    node: NodeView,
+    snapshot: UpgradeSnapshot,
+    by_name: dict[str, NodeView],
+    eligible: dict[str, NodeView],
+    target: str,
+) -> tuple[list[NodeView] | None, str]:
+    """The nodes to take into the drain with `node` so that no gang (Volcano PodGroup) loses
+    only some of its pods: every node a gang with a pod on one of them runs on, transitively.
+    A gang node already in the rollout is being drained anyway. None, and why, when a gang
+    also runs on a node that cannot be admitted now: the node waits until the gang is gone."""
+    group = {node.name: node}
+    frontier = [node.name]
+    while frontier:
+        here = frontier.pop()
+        for (namespace, gang), on in sorted(snapshot.gangs_on(here).items()):
+            for other in sorted(on - set(group)):
+                found = by_name.get(other)
+                if found is not None and found.state in states.IN_PROGRESS:
+                    continue
+                if other not in eligible:
+                    return None, (
+                        f"waiting: it runs a pod of gang {namespace}/{gang}, which also runs on "
+                        f"node {other} ({_why_not_admitted(found, target)}); draining part of "
+                        "a gang would stop all of it, so this node waits for the gang to end "
+                        "or for its nodes to be drained together"
+                    )
+                group[other] = eligible[other]
+                frontier.append(other)
+    return sorted(group.values(), key=admission_order), ""
+
+
+def _why_not_admitted(node: NodeView | None, target: str) -> str:
+    if node is None:
+        return "not in this pool's rollout"
+    if node.state == states.UPGRADE_FAILED:
+        return "failed"
+    if node.state != states.UPGRADE_REQUIRED:
+        if node.driver == target:
+            return f"already on driver {target}"
+        return f"in state {node.state or 'none'}, not yet waiting for admission"
+    if not node.ready:
+        return "NotReady"
+    if node.labels.get(HEALTH_STATE_LABEL):
+        return "held by GPU health remediation"
+    return "not admissible now"
 
 
 def _shown_state(node: NodeView, target: str) -> str:

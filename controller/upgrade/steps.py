@@ -85,6 +85,9 @@ class Admission:
 
     pool_nodes: int
     pool_unavailable: int
+    together: tuple[str, ...] = ()
+    """The nodes admitted with this one because they run pods of the same gangs: all of them
+    or none (act asks OPA for each before admitting any); empty for a node admitted alone."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -381,12 +381,214 @@ def test_a_gang_is_a_victim_whole_or_not_at_all() -> None:
     assert_same(["lone"], [v.pod.name for v in got.preemptions[0].options[0].victims])
 
 
-def test_a_pending_gang_is_not_served_pod_by_pod() -> None:
-    pods = [
-        victim("v", 8, node="n1"),
-        waiting("gang-0").annotate(GANG, "pg-big"),
-        waiting("gang-1").annotate(GANG, "pg-big"),
-    ]
-    got = plan(pods, [a_node("n1").gpus(8).build()])
+def gang_plan(pods: list[PodBuilder], nodes: list[Node], min_members: dict[str, int], **kw):
+    built: list[Pod] = [p.build() for p in pods]
+    return plan_preemption(
+        built,
+        {n.name: n for n in nodes},
+        kw.get("pdbs", []),
+        fleet(),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+        min_members={("ml-research", name): n for name, n in min_members.items()},
+    )
+
+
+def gang_pod(name: str, group: str = "pg-big", gpus: int = 8, since: float = NOW - 1200):
+    return waiting(name, gpus=gpus, since=since).annotate(GANG, group)
+
+
+def placed(preemption) -> dict[str, tuple[str, list[str]]]:
+    """pod -> (node, victims) of a gang plan."""
+    return {
+        p.pod.name: (p.option.node, [v.pod.name for v in p.option.victims])
+        for p in preemption.gang.placements
+    }
+
+
+def eight_gpu_nodes(*names: str) -> list[Node]:
+    return [a_node(name).gpus(8).build() for name in names]
+
+
+def test_a_pending_gang_whose_podgroup_is_unseen_waits() -> None:
+    pods = [victim("v", 8, node="n1"), gang_pod("gang-0"), gang_pod("gang-1")]
+    got = plan(pods, eight_gpu_nodes("n1", "n2"))
     assert got.preemptions == []
-    assert all("pending gang of 2 pods" in why for _, why in got.waiting)
+    assert len(got.waiting) == 1
+    assert "PodGroup pg-big was not seen" in got.waiting[0][1]
+
+
+def test_a_pending_gang_gets_room_for_all_its_pods_at_once_across_nodes() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 2})
+    assert got.waiting == [] and got.unserved_gangs == []
+    (preemption,) = got.preemptions
+    assert preemption.options == () and preemption.gang is not None
+    assert_same({"gang-0": ("n1", ["v1"]), "gang-1": ("n2", ["v2"])}, placed(preemption))
+    assert preemption.demand == {"nvidia.com/gpu": 16}
+
+
+def test_no_room_for_the_whole_gang_evicts_nobody_and_says_why() -> None:
+    # n2 holds an inference pod (not preemptible): room for one pod of two only.
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("serving", 8, node="n2", kind="inference"),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 2})
+    assert got.preemptions == []
+    (unserved,) = got.unserved_gangs
+    assert unserved.key == "ml-research/pg-big"
+    assert sorted(p.name for p in unserved.pods) == ["gang-0", "gang-1"]
+    assert "needs room for 2 more pod(s) at once" in unserved.reason
+    assert "only 1" in unserved.reason and "nobody is evicted" in unserved.reason
+    assert [why for _, why in got.waiting] == [unserved.reason]
+
+
+def test_the_gang_needs_only_min_member_minus_its_running_pods() -> None:
+    # minMember 3, one running: two of the three pending pods need room, not three.
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        victim("keep", 8, node="n3", priority=9000),
+        waiting("gang-r", gpus=8).on("n4").annotate(GANG, "pg-big"),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+        gang_pod("gang-2"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2", "n3", "n4"), {"pg-big": 3})
+    (preemption,) = got.preemptions
+    assert_same({"gang-0": ("n1", ["v1"]), "gang-1": ("n2", ["v2"])}, placed(preemption))
+    assert (preemption.gang.min_member, preemption.gang.running) == (3, 1)
+
+
+def test_each_gang_pod_honours_its_node_selector() -> None:
+    # The cheapest victim (v-a100, least work lost) sits on a node the gang may not use.
+    pool = {"fleetplane.dev/pool": "h100"}
+    nodes = [
+        a_node("a100").gpus(8).build(),
+        a_node("h1").gpus(8).label("fleetplane.dev/pool", "h100").build(),
+        a_node("h2").gpus(8).label("fleetplane.dev/pool", "h100").build(),
+    ]
+    pods = [
+        victim("v-a100", 8, node="a100", started=NOW - 3600),
+        victim("v-h1", 8, node="h1"),
+        victim("v-h2", 8, node="h2"),
+        gang_pod("gang-0").select(**pool),
+        gang_pod("gang-1").select(**pool),
+    ]
+    got = gang_plan(pods, nodes, {"pg-big": 2})
+    (preemption,) = got.preemptions
+    assert_same({"gang-0": ("h1", ["v-h1"]), "gang-1": ("h2", ["v-h2"])}, placed(preemption))
+
+
+def test_a_victim_gangs_mates_free_room_for_the_next_pod() -> None:
+    # One victim gang spans n1 and n2: taking it frees both nodes, so the second pod of the
+    # pending gang needs no victim of its own (the lone pod on n3 is spared).
+    pods = [
+        victim("g-0", 8, node="n1").annotate(GANG, "pg-small"),
+        victim("g-1", 8, node="n2").annotate(GANG, "pg-small"),
+        victim("lone", 8, node="n3", started=NOW - 9000),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2", "n3"), {"pg-big": 2, "pg-small": 2})
+    (preemption,) = got.preemptions
+    assert_same({"gang-0": ("n1", ["g-0"]), "gang-1": ("n2", [])}, placed(preemption))
+    ((_, taken),) = preemption.gang.victims
+    assert [m.name for m in taken.mates] == ["g-1"]
+
+
+def test_a_gang_with_fewer_unschedulable_pods_than_it_needs_waits() -> None:
+    pods = [victim("v1", 8, node="n1"), victim("v2", 8, node="n2"), gang_pod("gang-0")]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 2})
+    assert got.preemptions == [] and got.unserved_gangs == []
+    assert "needs 2 more pod(s)" in got.waiting[0][1]
+
+
+def test_a_gang_waits_until_its_latest_pod_has_waited_long_enough() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        gang_pod("gang-0"),
+        gang_pod("gang-1", since=NOW - 60),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 2})
+    assert got.preemptions == []
+    assert "preempts after 600s" in got.waiting[0][1]
+
+
+def test_a_pod_beyond_its_gangs_min_member_is_served_alone() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        waiting("gang-r", gpus=8).on("n2").annotate(GANG, "pg-big"),
+        gang_pod("gang-extra"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 1})
+    (preemption,) = got.preemptions
+    assert preemption.gang is None
+    assert_same(
+        ("n1", ["v1"]),
+        (preemption.options[0].node, [v.pod.name for v in preemption.options[0].victims]),
+    )
+
+
+def test_replanning_without_a_refused_victim_takes_the_next_one() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        victim("v3", 8, node="n3", started=NOW - 9000),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2", "n3"), {"pg-big": 2})
+    (preemption,) = got.preemptions
+    assert sorted(v for _, vs in placed(preemption).values() for v in vs) == ["v1", "v2"]
+    refused = next(v.pod.uid for _, v in preemption.gang.victims if v.pod.name == "v1")
+    again, _ = preemption.replan(frozenset({refused}))
+    assert again is not None
+    assert sorted(v.pod.name for _, v in again.victims) == ["v2", "v3"]
+    others = frozenset(v.pod.uid for _, v in again.victims) | {refused}
+    none, why = preemption.replan(others)
+    assert none is None and "nobody is evicted" in why
+
+
+def test_two_victims_under_one_budget_allowing_one_disruption_are_not_both_planned() -> None:
+    pdb = DisruptionBudget(
+        namespace="ml-research",
+        name="one-at-a-time",
+        selector={"matchLabels": {"app": "svc"}},
+        disruptions_allowed=1,
+    )
+    pods = [
+        victim("v1", 8, node="n1").label("app", "svc"),
+        victim("v2", 8, node="n2").label("app", "svc"),
+        gang_pod("gang-0"),
+        gang_pod("gang-1"),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2"), {"pg-big": 2}, pdbs=[pdb])
+    assert got.preemptions == []
+    assert len(got.unserved_gangs) == 1
+
+
+def test_a_later_preemptor_does_not_reuse_a_gangs_victims() -> None:
+    pods = [
+        victim("v1", 8, node="n1"),
+        victim("v2", 8, node="n2"),
+        victim("v3", 8, node="n3"),
+        gang_pod("gang-0", since=NOW - 2000),
+        gang_pod("gang-1", since=NOW - 2000),
+        waiting("solo", since=NOW - 1000),
+    ]
+    got = gang_plan(pods, eight_gpu_nodes("n1", "n2", "n3"), {"pg-big": 2})
+    gang, solo = got.preemptions
+    taken = {v.pod.name for _, v in gang.gang.victims}
+    assert taken == {"v1", "v2"}
+    assert [v.pod.name for v in solo.options[0].victims] == ["v3"]

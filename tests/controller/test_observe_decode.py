@@ -29,7 +29,7 @@ from controller.observe.model import (
     pdb_from_api,
     pod_from_api,
 )
-from controller.observe.snapshot import take_snapshot
+from controller.observe.snapshot import Snapshot, _volcano, take_snapshot
 from controller.reconcile import run_pass
 from tests.controller.builders import GPU_TOLERATIONS, NOW, a_node, a_pod, fleet
 from tests.controller.fake_api import Query, serving
@@ -267,3 +267,29 @@ def test_a_malformed_pod_stops_the_pass_before_any_action(
     assert out.getvalue() == ""
     # Only lists were made: nothing written.
     assert all(not r.endswith("/eviction") for r in api.requests[before:])
+
+
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        ({"minMember": 4, "queue": "research"}, {("ml", "pg"): 4}),
+        ({"queue": "research"}, {}),  # absent: unknown, so a pending gang of it waits
+        ({"minMember": "4"}, {}),  # not a whole number: unknown as well
+        ({"minMember": True}, {}),
+    ],
+)
+def test_a_podgroups_min_member_is_kept_only_when_it_is_a_whole_number(
+    spec: dict[str, Any], want: dict[tuple[str, str], int]
+) -> None:
+    raw = {"metadata": {"namespace": "ml", "name": "pg"}, "spec": spec, "status": {}}
+    group = _volcano("PodGroup", simdjson.Parser().parse(json.dumps(raw).encode()))
+    snapshot = Snapshot(
+        taken_at=NOW,
+        nodes={},
+        pods=[],
+        namespaces={},
+        pdbs=[],
+        priority_classes={},
+        volcano=[group, _volcano("Job", simdjson.Parser().parse(json.dumps(raw).encode()))],
+    )
+    assert snapshot.min_members() == want

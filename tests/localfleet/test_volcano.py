@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from controller.observe.snapshot import _volcano
 from localfleet.controlplane import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -191,7 +192,13 @@ def test_a_gang_is_placed_whole_or_not_at_all(kube: LocalCluster, volcano: Any) 
     kube.apply([job])
     wait_for("two pods created", lambda: len(pods(kube, "vt-alpha-a", f"app={app}")) == 2)
     time.sleep(8)
-    assert all(not p["spec"].get("nodeName") for p in pods(kube, "vt-alpha-a", f"app={app}"))
+    created = pods(kube, "vt-alpha-a", f"app={app}")
+    assert all(not p["spec"].get("nodeName") for p in created)
+    # The controller finds a pending gang's size the way this does: the PodGroup the pods'
+    # annotation names, and its minMember (controller.observe.snapshot, decide.preempt).
+    (group,) = {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in created}
+    podgroup = kube.get_json("podgroup", group, "-n", "vt-alpha-a")
+    assert _volcano("PodGroup", podgroup).min_member == 2
     kube.kubectl("delete", "vcjob", f"{app}-vcjob", "-n", "vt-alpha-a", "--wait=false")
 
 
