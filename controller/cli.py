@@ -20,9 +20,10 @@ from controller.startup import common_options
 from controller.upgrade import cli as upgrade_cli
 
 DESCRIPTIONS = {
-    "reconcile": "One full pass: idle reclamation, spend accounting, then priority preemption.",
+    "reconcile": "One full pass: idle reclamation, spend accounting, the gate's admission data, then priority preemption.",
     "idle": "Warn idle accelerator workloads, clear warnings of busy ones, reclaim after the grace period.",
     "spend": "Compute month-to-date accelerator spend per team, keep the accumulator, publish it to OPA.",
+    "admission": "Publish to OPA the workload records, reservations and approval bindings the gate reads.",
     "preempt": "Evict the least-work-lost victims for workloads kept waiting by lower-priority work.",
 }
 """The pass's concerns (`controller.reconcile.CONCERNS`) and the full pass, by command name."""

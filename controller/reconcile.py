@@ -1,7 +1,8 @@
 """One reconcile pass: lease → observe → decide → act → summary.
 
 `run_pass` is the library entry point (the command line and the tests call it). Concerns run in
-the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged
+the order idle, spend, admission (the documents the gate reads: workload records, reservations,
+approval bindings), preempt, each on the same snapshot; an error in one concern is logged
 (`<concern>.failed`) and counted under that concern, and the next concern still runs, while a
 failure to observe stops the pass (no evidence, no action), and so does a lost Lease.
 Preemption treats the pods idle reclamation removed in this pass as already freed.
@@ -19,17 +20,29 @@ from dataclasses import dataclass
 from typing import TextIO, TypeVar
 
 from controller import annotations as own
+from controller.act.admission_data import act_on_bindings, act_on_records, act_on_reservations
 from controller.act.idle import act_on_idle
 from controller.act.opa import Opa
+from controller.act.opa_files import kept_bindings
 from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
 from controller.act.spend import act_on_spend
 from controller.config import FleetView, Settings
+from controller.decide.approvals import approval_users, plan_bindings
 from controller.decide.idle import EvidenceRules, plan_idle
+from controller.decide.lineage import by_uid
 from controller.decide.preempt import plan_preemption
+from controller.decide.records import workload_records
+from controller.decide.reservations import plan_reservations
 from controller.decide.spend import Accumulator, plan_spend
 from controller.decide.usage import team_usage
-from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
+from controller.errors import (
+    ControllerError,
+    InjectedFault,
+    LeaseHeldError,
+    PermanentError,
+    error_kind,
+)
 from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
@@ -37,7 +50,7 @@ from controller.observe.metrics import PodEvidence, Prometheus
 from controller.observe.snapshot import Snapshot, take_snapshot
 from controller.summary import Summary
 
-CONCERNS = ("idle", "spend", "preempt")
+CONCERNS = ("idle", "spend", "admission", "preempt")
 
 T = TypeVar("T")
 
@@ -190,6 +203,11 @@ def _run(
         if lease:
             lease.renew()
         lap("spend")
+    if "admission" in concerns:
+        _isolated(rt, "admission", lambda: _admission(rt, snapshot))
+        if lease:
+            lease.renew()
+        lap("admission")
     if "preempt" in concerns:
         _isolated(rt, "preempt", lambda: _preempt(rt, snapshot, freed))
         lap("preempt")
@@ -361,6 +379,29 @@ def _spend(rt: Runtime, snapshot: Snapshot) -> None:
         snapshot.pods, snapshot.nodes, snapshot.namespaces, rt.fleet, accumulators, rt.now
     )
     act_on_spend(rt, plan)
+
+
+def _admission(rt: Runtime, snapshot: Snapshot) -> None:
+    """The documents the gate reads and only the controller writes: the per-workload records
+    a scale subresource is judged by, the reservations of admitted workloads, and the
+    approvals' bindings (decide/records.py, reservations.py, approvals.py). Each is its own
+    action: a failure of one leaves the others written."""
+    objects = by_uid(snapshot.workload_objects)
+    system = frozenset(rt.fleet.raw.get("system_namespaces") or ())
+    act_on_records(rt, workload_records(snapshot.workload_objects, system))
+    period = float(rt.fleet.controller.get("period_seconds") or rt.settings.lease_seconds)
+    reservations = plan_reservations(
+        snapshot.pods, snapshot.nodes, objects, rt.fleet, rt.now, horizon_seconds=2 * period
+    )
+    act_on_reservations(rt, reservations)
+    # Approvals are granted in OPA (rendered, or by an approver): read them there, with the
+    # bindings kept for OPA's start (they win over a replica that shows one unbound).
+    approvals = rt.opa.get_data("fleetplane/approvals") or {}
+    if not isinstance(approvals, dict):
+        raise PermanentError(f"data.fleetplane.approvals is not an object: {approvals!r:.200}")
+    kept = kept_bindings(rt.kube, rt.settings.opa_data_configmap)
+    users = approval_users(snapshot.pods, objects, rt.fleet)
+    act_on_bindings(rt, plan_bindings(approvals, kept, users, rt.now))
 
 
 def _preempt(rt: Runtime, snapshot: Snapshot, freed: set[str]) -> None:

@@ -33,10 +33,24 @@ file's directory to its path in `data`, so this file is `data.fleetplane.authz`.
 
 SPEND_FILE_KEY = "spend.json"
 """The spend document's key in the controller's ConfigMap."""
-CONTROLLER_DATA_FILES = {SPEND_FILE_KEY: "fleetplane/spend/data.json"}
+WORKLOADS_FILE_KEY = "workloads.json"
+"""The workload records' key (`data.fleetplane.workloads`)."""
+RESERVATIONS_FILE_KEY = "reservations.json"
+"""The reservations' key (`data.fleetplane.reservations`)."""
+APPROVAL_BINDINGS_FILE_KEY = "approval-bindings.json"
+"""The approval bindings' key: `{id: {"uid": uid}}`, which OPA merges into the granted
+approvals (`data.fleetplane.approvals`, rendered without `uid` so that the two files never
+define the same value: OPA refuses to start on such a conflict)."""
+CONTROLLER_DATA_FILES = {
+    SPEND_FILE_KEY: "fleetplane/spend/data.json",
+    WORKLOADS_FILE_KEY: "fleetplane/workloads/data.json",
+    RESERVATIONS_FILE_KEY: "fleetplane/reservations/data.json",
+    APPROVAL_BINDINGS_FILE_KEY: "fleetplane/approvals/data.json",
+}
 """The documents the controller keeps for OPA to load at start: key of its ConfigMap
 (`controller.opa_data_configmap`) -> path under the directory OPA loads them from, where OPA
-maps `fleetplane/spend/data.json` to `data.fleetplane.spend`. The in-cluster Deployment mounts
+maps `fleetplane/spend/data.json` to `data.fleetplane.spend` (and so on for the workload
+records, the reservations and the approval bindings). The in-cluster Deployment mounts
 the ConfigMap with these items, the local fleet writes the same files for its OPA: a restarted
 OPA judges budgets on the last spend the controller published, before its next pass.
 

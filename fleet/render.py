@@ -103,14 +103,16 @@ def service_account(namespace: str, name: str) -> str:
 
 
 def render_approvals(config: FleetConfig) -> dict[str, Any]:
-    """The document OPA serves as `data.fleetplane.approvals`: each granted approval, unbound
-    (the controller binds it to the first workload that uses it, `uid`)."""
+    """The document OPA serves as `data.fleetplane.approvals`: each granted approval, unbound.
+    No `uid` (the gate reads a missing one as unbound): the controller binds an approval to the
+    first workload that uses it and keeps the binding in a file OPA merges into this document
+    at start (fleet/opa.py APPROVAL_BINDINGS_FILE_KEY); a `uid: null` here would conflict with
+    it and keep OPA from starting."""
     return {
         grant.id: {
             "team": grant.team,
             "max_accelerators": grant.max_accelerators,
             "expires_at": grant.expires_at_epoch,
-            "uid": None,
         }
         for grant in config.approvals
     }

@@ -1,11 +1,12 @@
-"""OPA: the decisions the controller asks for, and the spend document it publishes.
+"""OPA: the decisions the controller asks for, and the documents it publishes.
 
 Decisions are `POST /v1/data/fleetplane/decisions/<name>` with `{"input": ...}`; the answer's
 `result` must carry a boolean `allow` and a list of `reasons` (docs/contracts.md). Anything else
-(OPA unreachable, 5xx, an undefined or malformed result) is an error, never an allow. Spend is
-written with opa-python-client's `OpaClient.update_or_create_data` at `fleetplane/spend` when
-OPA is one server (`publish_spend`); to each replica of the in-cluster OPA Service by its pod
-address, its certificate verified for the Service's name (`publish_spend_to`).
+(OPA unreachable, 5xx, an undefined or malformed result) is an error, never an allow. The
+documents it keeps (spend, reservations, workload records, approval bindings) are written with
+`PUT /v1/data/<path>` when OPA is one server (`put_data`); to each replica of the in-cluster
+OPA Service by its pod address, its certificate verified for the Service's name
+(`put_data_to`).
 
 Every request carries the controller's bearer token (`Authorization: Bearer`), read from the
 file the configuration names (`controller.opa_token_file`, the Secret the CronJob mounts): OPA
@@ -118,12 +119,20 @@ class Opa:
         )
 
     def publish_spend(self, document: dict[str, Any]) -> None:
-        """Replace `data.fleetplane.spend` with the document (team → record): OPA's Data API,
-        `PUT /v1/data/fleetplane/spend`, as `publish_spend_to` sends it to each replica (one
-        HTTP request needs no client library; opa-python-client pulled aiohttp into the
-        controller's image for this one call)."""
+        """Replace `data.fleetplane.spend` with the document (team → record)."""
+        self.put_data(SPEND_PATH, document, what="spend")
+
+    def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
+        """Replace `data.fleetplane.spend` on each replica (see `put_data_to`)."""
+        return self.put_data_to(SPEND_PATH, document, endpoints)
+
+    def put_data(self, path: str, document: Any, *, what: str | None = None) -> None:
+        """Replace the document at `data.<path>` (slashes) through OPA's Data API, `PUT
+        /v1/data/<path>` (one HTTP request needs no client library; opa-python-client pulled
+        aiohttp into the controller's image for this one call). `what` names it in errors."""
         self.requests_made += 1
-        url = f"{self.url.rstrip('/')}/v1/data/{SPEND_PATH}"
+        url = f"{self.url.rstrip('/')}/v1/data/{path}"
+        doing = f"publishing {what or path}"
         try:
             response = requests.put(
                 url,
@@ -133,21 +142,43 @@ class Opa:
                 verify=self._verify,
             )
         except requests.RequestException as error:
-            raise TemporaryError(f"opa {self.url}: publishing spend: {error}") from error
+            raise TemporaryError(f"opa {self.url}: {doing}: {error}") from error
         if response.status_code >= 500:
             raise TemporaryError(
-                f"opa {self.url}: publishing spend: HTTP {response.status_code}: "
-                f"{response.text[:200]}"
+                f"opa {self.url}: {doing}: HTTP {response.status_code}: {response.text[:200]}"
             )
         if response.status_code != 204:
             raise PermanentError(
-                f"opa {self.url}: publishing spend: HTTP {response.status_code}: "
+                f"opa {self.url}: {doing}: HTTP {response.status_code}: "
                 f"{response.text[:200]}" + _refusal(response.status_code)
             )
 
-    def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
-        """Replace `data.fleetplane.spend` on each replica at its pod address, with the scheme of
-        `url` and, for https, the certificate checked against `url`'s host name (the Service's,
+    def get_data(self, path: str) -> Any:
+        """The document at `data.<path>` (None when undefined): `GET /v1/data/<path>`."""
+        self.requests_made += 1
+        url = f"{self.url.rstrip('/')}/v1/data/{path}"
+        try:
+            response = self._session.get(
+                url, headers=self._headers, timeout=self.timeout, verify=self._verify
+            )
+        except requests.RequestException as error:
+            raise TemporaryError(f"opa {self.url}: reading {path}: {error}") from error
+        if response.status_code >= 500:
+            raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
+        if response.status_code != 200:
+            raise PermanentError(
+                f"opa {url}: HTTP {response.status_code}: {response.text[:200]}"
+                + _refusal(response.status_code)
+            )
+        try:
+            answer = orjson.loads(response.content)
+        except orjson.JSONDecodeError as error:
+            raise PermanentError(f"opa {url}: answer is not JSON: {error}") from error
+        return answer.get("result") if isinstance(answer, dict) else None
+
+    def put_data_to(self, path: str, document: Any, endpoints: list[Endpoint]) -> list[str]:
+        """Replace `data.<path>` on each replica at its pod address, with the scheme of `url`
+        and, for https, the certificate checked against `url`'s host name (the Service's,
         which the serving certificate names; a pod address is in no certificate). Every replica
         is tried; returns what failed, one line each (empty when all took the document)."""
         parts = urlsplit(self.url)
@@ -158,7 +189,7 @@ class Opa:
                 session.mount("https://", _NamedHostAdapter(parts.hostname))
             for endpoint in endpoints:
                 self.requests_made += 1
-                url = f"{parts.scheme}://{endpoint.host}:{endpoint.port}/v1/data/{SPEND_PATH}"
+                url = f"{parts.scheme}://{endpoint.host}:{endpoint.port}/v1/data/{path}"
                 try:
                     response = session.put(
                         url,

@@ -17,6 +17,7 @@ import orjson
 
 from controller.errors import ConflictError, NotFoundError, PermanentError
 from controller.observe.kube import KubeClient, object_path
+from fleet.opa import APPROVAL_BINDINGS_FILE_KEY
 
 CONFIGMAP_LIMIT_BYTES = 900 * 1024
 """Stay well below the 1 MiB object size limit of etcd."""
@@ -53,3 +54,28 @@ def keep_for_opa(kube: KubeClient, configmap: str, key: str, document: Any) -> i
     except ConflictError:  # created in between (a pass of another command): write the key
         kube.merge_patch(path, patch)
     return size
+
+
+def kept_bindings(kube: KubeClient, configmap: str | None) -> dict[str, str]:
+    """The approval bindings kept in the ConfigMap (approval id -> uid); none when there is
+    no ConfigMap (configured or written yet). PermanentError when the key is not the document
+    the controller writes."""
+    if configmap is None:
+        return {}
+    namespace, _, name = configmap.partition("/")
+    try:
+        found = kube.get(object_path("v1", "configmaps", namespace, name))
+    except NotFoundError:
+        return {}
+    text = ((found.get("data") or {}) if isinstance(found, dict) else {}).get(
+        APPROVAL_BINDINGS_FILE_KEY
+    )
+    if text is None:
+        return {}
+    try:
+        document = orjson.loads(text)
+        return {str(k): str(v["uid"]) for k, v in document.items()}
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as error:
+        raise PermanentError(
+            f"ConfigMap {configmap} key {APPROVAL_BINDINGS_FILE_KEY}: not {{id: {{uid}}}}: {error}"
+        ) from error

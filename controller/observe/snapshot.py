@@ -31,6 +31,11 @@ from controller.observe.model import (
     plain,
 )
 from controller.observe.proto import NodeList, PodList, accelerator_pod_from_proto, node_from_proto
+from controller.observe.workload_objects import (
+    WORKLOAD_APIS,
+    WorkloadObject,
+    workload_object_from_api,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +61,7 @@ class Snapshot:
     pdbs: list[DisruptionBudget]
     priority_classes: dict[str, int]
     volcano: list[VolcanoObject] = field(default_factory=list)
+    workload_objects: list[WorkloadObject] = field(default_factory=list)
     missing_apis: list[str] = field(default_factory=list)
     _node_index: dict[str, list[Pod]] | None = field(default=None, repr=False)
 
@@ -124,7 +130,8 @@ VOLCANO_APIS = {
 def take_snapshot(
     kube: KubeClient, *, log: Log | None = None, page: int = 500, workers: int = 8
 ) -> Snapshot:
-    """List nodes, accelerator pods, namespaces, PDBs, PriorityClasses and Volcano objects."""
+    """List nodes, accelerator pods, namespaces, PDBs, PriorityClasses, Volcano objects and
+    the workload objects above pods (Deployments, StatefulSets, ReplicaSets, Jobs)."""
     log = log or Log()
     started = time.monotonic()
     missing: list[str] = []
@@ -164,8 +171,17 @@ def take_snapshot(
             )
         )
 
+    def workload_objects() -> list[WorkloadObject]:
+        found: list[WorkloadObject] = []
+        for kind, (_, _, path) in WORKLOAD_APIS.items():
+            found.extend(
+                kube.list_objects(path, partial(workload_object_from_api, kind), limit=page)
+            )
+        return found
+
     jobs: dict[str, Callable[[], Any]] = {
         "nodes": nodes,
+        "workload_objects": workload_objects,
         "pdbs": listed("/apis/policy/v1/poddisruptionbudgets", pdb_from_api),
         "priority_classes": priority_classes,
         "volcano": volcano,
@@ -189,6 +205,7 @@ def take_snapshot(
         pdbs=results["pdbs"],
         priority_classes=results["priority_classes"],
         volcano=results["volcano"],
+        workload_objects=results["workload_objects"],
         missing_apis=missing,
     )
     log.info(
@@ -198,6 +215,7 @@ def take_snapshot(
         namespaces=len(snapshot.namespaces),
         pdbs=len(snapshot.pdbs),
         volcano_objects=len(snapshot.volcano),
+        workload_objects=len(snapshot.workload_objects),
         missing_apis=missing,
         seconds=round(time.monotonic() - started, 3),
     )

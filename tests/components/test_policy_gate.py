@@ -136,7 +136,13 @@ def test_policy_gate(
     assert kept_volume["configMap"] == {
         "name": "fleetplane-opa-controller-data",
         "optional": True,
-        "items": [{"key": "spend.json", "path": "fleetplane/spend/data.json"}],
+        "items": [
+            {"key": "spend.json", "path": "fleetplane/spend/data.json"},
+            {"key": "workloads.json", "path": "fleetplane/workloads/data.json"},
+            {"key": "reservations.json", "path": "fleetplane/reservations/data.json"},
+            # merged into the rendered approvals, which carry no uid to conflict with
+            {"key": "approval-bindings.json", "path": "fleetplane/approvals/data.json"},
+        ],
     }
     assert "fleetplane-opa-controller-data" not in configmaps
     assert render_opa_data(fleet)["controller"]["opa_data_configmap"] == (

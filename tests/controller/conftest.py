@@ -33,6 +33,12 @@ GRACE = 300
 GPU_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 
 
+HARNESS_CONCERNS = tuple(c for c in CONCERNS if c != "admission")
+"""What the harness's passes run by default: the shared OPA serves every test, and the
+admission documents (reservations above all) would carry one test's workloads into the next
+one's budget; tests/controller/test_admission_data.py runs that concern on an OPA of its own."""
+
+
 def closed_url() -> str:
     """A loopback URL nothing listens on."""
     return f"http://127.0.0.1:{free_port()}"
@@ -214,7 +220,7 @@ class Harness:
         self,
         now: float,
         *,
-        concerns: tuple[str, ...] = CONCERNS,
+        concerns: tuple[str, ...] = HARNESS_CONCERNS,
         hooks: Hooks | None = None,
         **overrides: Any,
     ) -> Run:

@@ -25,7 +25,7 @@ def controller(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("command", ["reconcile", "idle", "spend", "preempt"])
+@pytest.mark.parametrize("command", ["reconcile", "idle", "spend", "admission", "preempt"])
 def test_every_subcommand_has_help(command: str) -> None:
     result = controller(command, "--help")
     assert result.returncode == 0

@@ -20,7 +20,7 @@ from controller.decide.spend import Accumulator
 from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient, namespace_path, object_path
 from controller.reconcile import run_pass
-from fleet.opa import CONTROLLER_DATA_FILES, controller_data_files
+from fleet.opa import SPEND_FILE_KEY, controller_data_files
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
 from policyreview.diff import CORPUS_DIR
@@ -111,7 +111,7 @@ def test_a_team_over_budget_is_still_refused_after_opa_restarts(
         assert refused.says("would reach 103% of its monthly budget")
 
         configmap = client.get(object_path("v1", "configmaps", namespace, KEPT))
-        assert set(configmap["data"]) == set(CONTROLLER_DATA_FILES)
+        assert set(configmap["data"]) == {SPEND_FILE_KEY}  # the spend concern keeps its own key
         published = requests.get(
             f"{opa.url}/v1/data/fleetplane/spend",
             headers={"Authorization": f"Bearer {CONTROLLER_TOKEN}"},
@@ -134,7 +134,7 @@ def test_a_team_over_budget_is_still_refused_after_opa_restarts(
             now=time.time() + 60,
         )
         again = client.get(object_path("v1", "configmaps", namespace, KEPT))
-        assert set(again["data"]) == set(CONTROLLER_DATA_FILES)
+        assert set(again["data"]) == {SPEND_FILE_KEY}
         assert json.loads(again["data"]["spend.json"])["research"]["usd"] >= 49_000
     finally:
         opa.stop()

@@ -46,7 +46,7 @@ def run(
 
     monkeypatch.setattr(reconcile, "take_snapshot", empty_snapshot)
     monkeypatch.setattr(reconcile, "_evidence", lambda *a: {})
-    for name in ("idle", "spend", "preempt"):
+    for name in ("idle", "spend", "admission", "preempt"):
         monkeypatch.setattr(reconcile, f"_{name}", concern(name))
     settings = Settings(
         prometheus_url="http://127.0.0.1:9", opa_url="http://127.0.0.1:9", dry_run=True
@@ -75,19 +75,19 @@ def test_a_failing_spend_is_counted_as_spend_and_preemption_still_runs(
 ) -> None:
     caplog.set_level("INFO")
     summary, ran, _ = run(monkeypatch, "spend", error)
-    assert ran == ["idle", "spend", "preempt"]
+    assert ran == ["idle", "spend", "admission", "preempt"]
     assert "spend.failed" in [r.msg for r in caplog.records]
     assert summary.get("errors", concern="spend", kind=kind) == 1
     assert summary.get("errors", concern="observe", kind=kind) == 0
 
 
-@pytest.mark.parametrize("failing", ["idle", "preempt"])
+@pytest.mark.parametrize("failing", ["idle", "admission", "preempt"])
 def test_every_concern_fails_on_its_own(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failing: str
 ) -> None:
     caplog.set_level("INFO")
     summary, ran, _ = run(monkeypatch, failing, PermanentError("HTTP 403"))
-    assert ran == ["idle", "spend", "preempt"]
+    assert ran == ["idle", "spend", "admission", "preempt"]
     assert f"{failing}.failed" in [r.msg for r in caplog.records]
     assert summary.get("errors", concern=failing, kind="permanent") == 1
     assert summary.get("errors", concern="observe", kind="permanent") == 0

@@ -1,0 +1,105 @@
+"""Carry out the admission-data plans: the documents the gate reads and the controller keeps.
+
+Each pass publishes, whole, the workload records (`data.fleetplane.workloads`) and the
+reservations (`data.fleetplane.reservations`) to every OPA replica, binds each newly used
+approval (`PUT data.fleetplane.approvals/<id>/uid`, every replica), and keeps the three in the
+ConfigMap OPA loads at start (controller/act/opa_documents.py). Whole documents, not patches:
+the controller is their only writer (under its Lease), and a whole document also removes the
+entries of workloads gone since the last pass. Bookkeeping like the spend document: logged and
+counted, no Event per write (a binding is logged with the workload it binds to).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from controller.act.opa_documents import keep, publish
+from controller.act.runtime import Runtime
+from controller.decide.approvals import Binding, BindingPlan
+from controller.decide.reservations import ReservationPlan
+from controller.errors import TemporaryError
+from controller.observe.endpoints import ready_endpoints
+from fleet.opa import APPROVAL_BINDINGS_FILE_KEY, RESERVATIONS_FILE_KEY, WORKLOADS_FILE_KEY
+
+CONCERN = "admission"
+WORKLOADS_PATH = "fleetplane/workloads"
+RESERVATIONS_PATH = "fleetplane/reservations"
+
+
+def act_on_records(rt: Runtime, records: dict[str, dict[str, dict[str, Any]]]) -> None:
+    count = sum(len(found) for found in records.values())
+    summary = f"{count} scalable workloads in {len(records)} namespaces"
+    publish(rt, CONCERN, WORKLOADS_PATH, records, summary)
+    keep(rt, CONCERN, WORKLOADS_FILE_KEY, records, summary)
+
+
+def act_on_reservations(rt: Runtime, plan: ReservationPlan) -> None:
+    document = plan.document()
+    teams = ", ".join(
+        f"{team} ${sum(e['usd'] for e in entries.values()):,.2f} ({len(entries)} workloads)"
+        for team, entries in sorted(document.items())
+    )
+    summary = teams or "nothing reserved"
+    for r in plan.reservations:
+        rt.log.info(
+            f"{CONCERN}.reserve",
+            team=r.team,
+            workload=f"{r.kind}/{r.namespace}/{r.name}",
+            uid=r.key,
+            usd=round(r.usd, 2),
+            expires_at=r.expires_at,
+            pods=r.pods,
+        )
+    publish(rt, CONCERN, RESERVATIONS_PATH, document, summary)
+    keep(rt, CONCERN, RESERVATIONS_FILE_KEY, document, summary)
+
+
+def act_on_bindings(rt: Runtime, plan: BindingPlan) -> None:
+    for user, why in plan.unusable:
+        rt.log.info(
+            f"{CONCERN}.approval-not-bound",
+            approval=user.approval_id,
+            workload=f"{user.kind}/{user.namespace}/{user.name}",
+            reason=why,
+        )
+    bound = set(plan.bound)
+    for binding in plan.new:
+        if rt.guarded(CONCERN, "bind", _target(binding), partial(_bind, rt, binding)) is None:
+            bound.discard(binding.approval_id)  # not in OPA: not kept either, retried next pass
+    kept = {k: v for k, v in plan.document().items() if k in bound}
+    keep(rt, CONCERN, APPROVAL_BINDINGS_FILE_KEY, kept, f"{len(kept)} approvals bound")
+
+
+def _target(binding: Binding) -> str:
+    return f"data.fleetplane.approvals.{binding.approval_id}.uid"
+
+
+def _bind(rt: Runtime, binding: Binding) -> bool:
+    reason = (
+        f"approval {binding.approval_id} consumed by {binding.kind} "
+        f"{binding.namespace}/{binding.name} (uid {binding.uid}), the first workload of team "
+        f"{binding.team} to use it"
+    )
+    if rt.dry_run:
+        rt.would(CONCERN, "bind", _target(binding), reason)
+        return True
+    path = f"fleetplane/approvals/{quote(binding.approval_id, safe='')}/uid"
+    service = rt.settings.opa_service
+    if service is None:
+        rt.opa.put_data(path, binding.uid, what=f"approval {binding.approval_id}'s binding")
+    else:
+        namespace, _, name = service.partition("/")
+        endpoints = ready_endpoints(rt.kube, namespace, name)
+        if not endpoints:
+            raise TemporaryError(f"Service {service}: no ready OPA replica to bind approvals on")
+        failed = rt.opa.put_data_to(path, binding.uid, endpoints)
+        if failed:
+            raise TemporaryError(
+                f"binding of approval {binding.approval_id} reached "
+                f"{len(endpoints) - len(failed)} of {len(endpoints)} OPA replicas; not: "
+                + "; ".join(failed)
+            )
+    rt.done(CONCERN, "bind", _target(binding), reason, uid=binding.uid)
+    return True

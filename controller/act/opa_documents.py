@@ -1,0 +1,65 @@
+"""Publishing a document the controller keeps for the gate: to OPA, and for OPA's next start.
+
+Each OPA replica keeps its own data, so a document goes to every ready replica of the
+in-cluster OPA Service at its pod address (through the Service only one would get it), or to
+`controller.opa_url` when OPA is one server; a replica not written is an error of the action
+(the others are written all the same, and the next pass writes all again). The same document
+goes to the ConfigMap OPA loads at start (controller/act/opa_files.py), so a replica that
+restarts judges by it before the next pass. Under --dry-run both only say what they would do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.act.opa_files import keep_for_opa
+from controller.act.runtime import Runtime
+from controller.errors import TemporaryError
+from controller.observe.endpoints import ready_endpoints
+
+
+def publish(rt: Runtime, concern: str, path: str, document: Any, summary: str) -> None:
+    """PUT `document` at `data.<path>` of every OPA replica; logged as `<concern>.publish`
+    with `summary` (what the document says, in a few words)."""
+    target = "data." + path.replace("/", ".")
+    if rt.dry_run:
+        rt.would(concern, "publish", target, summary)
+        return
+
+    def put() -> None:
+        service = rt.settings.opa_service
+        if service is None:
+            rt.opa.put_data(path, document)
+            rt.done(concern, "publish", target, summary)
+            return
+        namespace, _, name = service.partition("/")
+        endpoints = ready_endpoints(rt.kube, namespace, name)
+        if not endpoints:
+            raise TemporaryError(f"Service {service}: no ready OPA replica to publish {target} to")
+        failed = rt.opa.put_data_to(path, document, endpoints)
+        if failed:
+            raise TemporaryError(
+                f"{target} reached {len(endpoints) - len(failed)} of {len(endpoints)} OPA "
+                f"replicas of Service {service}; not: " + "; ".join(failed)
+            )
+        rt.done(concern, "publish", target, f"{summary}, to all {len(endpoints)} OPA replicas")
+
+    rt.guarded(concern, "publish", target, put)
+
+
+def keep(rt: Runtime, concern: str, key: str, document: Any, summary: str) -> None:
+    """Write `document` under `key` of the ConfigMap OPA loads at start (none configured:
+    nothing to do); logged as `<concern>.keep`."""
+    configmap = rt.settings.opa_data_configmap
+    if configmap is None:
+        return
+    target = f"ConfigMap/{configmap}"
+    if rt.dry_run:
+        rt.would(concern, "keep", target, f"{key} for OPA's next start: {summary}")
+        return
+
+    def write() -> None:
+        size = keep_for_opa(rt.kube, configmap, key, document)
+        rt.done(concern, "keep", target, f"{key} for OPA's next start: {summary}", bytes=size)
+
+    rt.guarded(concern, "keep", target, write)

@@ -1,0 +1,145 @@
+"""`data.fleetplane.reservations`: what admitted workloads will still spend.
+
+The spend document holds what a team's pods have cost up to the last pass. A workload admitted
+since is priced by the gate against that spend alone, so many workloads admitted within one
+period would each be judged as if the others did not exist. So each pass reserves, per team and
+per workload (keyed by the uid of the workload the gate judged, `decide.lineage`), what its
+live pods will still cost: devices x hourly price x the seconds left of their runtime bound.
+Together with the spend (what they have cost so far) that is the workload's whole estimate,
+counted once.
+
+- Price: the pod's node's model at its capacity type; a pod not on a priced node yet, the
+  dearest price of any model of its accelerator family (the gate prices at most that much).
+- Seconds left: from the pod's start (now, when it has not started) to the workload type's
+  `default_max_runtime_seconds`. A type without one has no bound: it is reserved for
+  `horizon_seconds` (two periods: until the spend includes what it ran).
+- `expires_at` (epoch seconds, whole, rounded up): when the last bound ends, or the horizon.
+  The gate ignores an entry at or past it (`e.expires_at * 1e9 > now_ns` counts), so a
+  reservation the controller stopped refreshing (the workload ended, the controller stopped)
+  lapses on its own; each pass writes the whole document again from the live pods, so an
+  ended workload's entry is gone at the next pass.
+- `uids`: the objects between the top and its pods (a Deployment's ReplicaSets, a CronJob's
+  Jobs): the gate does not count a workload's own reservation against itself.
+
+Terminal pods and pods being deleted reserve nothing; namespaces of no team are not priced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.config import FleetView, Model
+from controller.decide.lineage import lineage
+from controller.observe.model import Node, Pod, family
+from controller.observe.workload_objects import WorkloadObject
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reservation:
+    team: str
+    key: str
+    kind: str
+    name: str
+    namespace: str
+    usd: float
+    expires_at: int
+    uids: tuple[str, ...]
+    pods: int
+
+    def entry(self) -> dict[str, Any]:
+        return {"usd": round(self.usd, 2), "expires_at": self.expires_at, "uids": list(self.uids)}
+
+
+@dataclass(kw_only=True)
+class ReservationPlan:
+    reservations: list[Reservation] = field(default_factory=list)
+
+    def document(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The document OPA reads: team -> workload uid -> entry (a team with nothing
+        reserved is absent, which the gate reads as nothing reserved)."""
+        found: dict[str, dict[str, dict[str, Any]]] = {}
+        for reservation in self.reservations:
+            found.setdefault(reservation.team, {})[reservation.key] = reservation.entry()
+        return found
+
+
+def runtime_bounds(fleet: FleetView) -> dict[str, int | None]:
+    """Workload type -> its default_max_runtime_seconds (None without one)."""
+    bounds: dict[str, int | None] = {}
+    for name, raw in (fleet.raw.get("workload_types") or {}).items():
+        value = raw.get("default_max_runtime_seconds") if isinstance(raw, dict) else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        bounds[name] = value if ok else None
+    return bounds
+
+
+def dearest_prices(models: dict[str, Model]) -> dict[str, float]:
+    """Accelerator family -> the dearest hourly price of any of its models, any capacity."""
+    dearest: dict[str, float] = {}
+    for model in models.values():
+        for price in model.price_per_hour_usd.values():
+            dearest[model.resource] = max(dearest.get(model.resource, 0.0), price)
+    return dearest
+
+
+def pod_price(pod: Pod, node: Node | None, fleet: FleetView, dearest: dict[str, float]) -> float:
+    """USD per hour of the pod's accelerators (see the module doc)."""
+    model = fleet.model_of_node(node.labels) if node is not None else None
+    price = model.price_per_hour_usd.get(node.capacity_type) if model and node else None
+    if model is not None and price is not None:
+        return pod.devices * price
+    return sum(n * dearest.get(family(r), 0.0) for r, n in pod.demand.items())
+
+
+def plan_reservations(
+    pods: list[Pod],
+    nodes: dict[str, Node],
+    objects: dict[str, WorkloadObject],
+    fleet: FleetView,
+    now: float,
+    horizon_seconds: float,
+) -> ReservationPlan:
+    bounds = runtime_bounds(fleet)
+    dearest = dearest_prices(fleet.models)
+    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    for pod in pods:
+        team = fleet.namespaces.get(pod.namespace)
+        if team is None or pod.terminal or pod.deleting or pod.devices <= 0:
+            continue
+        start = pod.started if pod.started is not None else now
+        bound = bounds.get(pod.workload_type or "")
+        if bound is None:
+            seconds, ends = horizon_seconds, now + horizon_seconds
+        else:
+            ends = start + bound
+            seconds = ends - now
+        if seconds <= 0:
+            continue
+        usd = pod_price(pod, nodes.get(pod.node_name or ""), fleet, dearest) * seconds / 3600
+        top = lineage(pod.uid, "Pod", pod.name, pod.created, pod.owner, objects)
+        entry = totals.setdefault(
+            (team, top.top_uid),
+            {"usd": 0.0, "ends": 0.0, "uids": set(), "top": top, "ns": pod.namespace, "pods": 0},
+        )
+        entry["usd"] += usd
+        entry["ends"] = max(entry["ends"], ends)
+        entry["uids"].update(uid for uid in top.between if uid != pod.uid)
+        entry["pods"] += 1
+    plan = ReservationPlan()
+    for (team, key), entry in sorted(totals.items()):
+        plan.reservations.append(
+            Reservation(
+                team=team,
+                key=key,
+                kind=entry["top"].kind,
+                name=entry["top"].name,
+                namespace=entry["ns"],
+                usd=entry["usd"],
+                expires_at=math.ceil(entry["ends"]),
+                uids=tuple(sorted(entry["uids"])),
+                pods=entry["pods"],
+            )
+        )
+    return plan
