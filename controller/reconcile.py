@@ -1,10 +1,11 @@
 """One reconcile pass: lease → observe → decide → act → summary.
 
 `run_pass` is the library entry point (the command line and the tests call it). Concerns run in
-the order idle, spend, preempt, each on the same snapshot; an error in one concern is logged
+the order idle, lifetime, spend, preempt, each on the same snapshot; an error in one concern is logged
 (`<concern>.failed`) and counted under that concern, and the next concern still runs, while a
 failure to observe stops the pass (no evidence, no action), and so does a lost Lease.
-Preemption treats the pods idle reclamation removed in this pass as already freed.
+Preemption treats the pods idle reclamation and the lifetime concern removed in this pass as
+already freed; the lifetime concern leaves alone what idle reclamation already removed.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import TextIO, TypeVar
 
 from controller import annotations as own
 from controller.act.idle import act_on_idle
+from controller.act.maxruntime import act_on_runtime
 from controller.act.opa import Opa
 from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
 from controller.act.spend import act_on_spend
 from controller.config import FleetView, Settings
 from controller.decide.idle import EvidenceRules, plan_idle
+from controller.decide.maxruntime import plan_runtime
 from controller.decide.preempt import plan_preemption
 from controller.decide.spend import Accumulator, plan_spend
 from controller.decide.usage import team_usage
@@ -34,10 +37,11 @@ from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import PodEvidence, Prometheus
+from controller.observe.owners import read_owners
 from controller.observe.snapshot import Snapshot, take_snapshot
 from controller.summary import Summary
 
-CONCERNS = ("idle", "spend", "preempt")
+CONCERNS = ("idle", "lifetime", "spend", "preempt")
 
 T = TypeVar("T")
 
@@ -180,6 +184,12 @@ def _run(
         if lease:
             lease.renew()
         lap("idle")
+    if "lifetime" in concerns:
+        ended = _isolated(rt, "lifetime", lambda: _lifetime(rt, snapshot, frozenset(freed)))
+        freed |= ended or set()
+        if lease:
+            lease.renew()
+        lap("lifetime")
     if "spend" in concerns:
         _isolated(rt, "spend", lambda: _spend(rt, snapshot))
         if lease:
@@ -286,6 +296,15 @@ def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) ->
     )
     plan = plan_idle(snapshot.pods, rt.fleet, evidence, rt.now, rules)
     return act_on_idle(rt, plan)
+
+
+def _lifetime(rt: Runtime, snapshot: Snapshot, freed: frozenset[str]) -> set[str]:
+    """Work past its maximum runtime, on the snapshot's pods and their owners (read now, after
+    the pods); pods idle reclamation already removed in this pass are left out."""
+    pods = [pod for pod in snapshot.pods if pod.uid not in freed]
+    owners = read_owners(rt.kube, pods, log=rt.log, workers=max(1, rt.settings.act_concurrency))
+    rules = rt.fleet.lifetime
+    return act_on_runtime(rt, plan_runtime(pods, rt.fleet, owners, rt.now, rules))
 
 
 def _usage(rt: Runtime, snapshot: Snapshot) -> None:

@@ -1,0 +1,196 @@
+# METADATA
+# title: Lifetime decision
+# description: >-
+#   May the controller end this accelerator pod's work now, for how long it
+#   lives? runtime-stop: the pod (its workload, its gang) ran past its workload
+#   type's maximum runtime, was warned, the grace has passed and so has its
+#   next checkpoint. Allowed only on explicit evidence; missing or malformed
+#   input never allows.
+package fleetplane.decisions.lifetime
+
+import data.fleetplane.config
+import data.fleetplane.lib
+import data.fleetplane.lib.workloads
+
+# METADATA
+# entrypoint: true
+# description: '{"allow": bool, "reasons": [string]}, the answer the controller acts on.'
+decision := {"allow": allow, "reasons": reasons}
+
+default allow := false
+
+allow if {
+	count(input_problems) == 0
+	every check in required_checks {
+		check in passed
+	}
+}
+
+reasons := sort([r | some r in evidence]) if {
+	allow
+} else := sort([p | some p in input_problems]) if {
+	count(input_problems) > 0
+} else := sort([failure(check) |
+	some check in required_checks
+	not check in passed
+	not blocked(check)
+])
+
+# A check that cannot be judged because one it builds on failed is not
+# reported again: without a maximum runtime nothing is past it, without a
+# warning there is no grace to count.
+prerequisites := {
+	"past_max_runtime": {"bounded"},
+	"grace": {"warned"},
+	"checkpoint": {"warned"},
+}
+
+blocked(check) if {
+	some prerequisite in prerequisites[check]
+	not prerequisite in passed
+}
+
+# ------------------------------------------------------------------ input
+
+actions := {"runtime-stop"}
+
+lifetime := workloads.as_object(object.get(config, "lifetime", {}))
+
+# Negation only ever applies to rules without arguments, to calls on defined
+# values, or to equality, so a missing field makes a check fail, never vanish.
+input_problems contains "input must be an object" if not is_object(input)
+
+input_problems contains sprintf("input.action must be one of %s", [concat(", ", sort([a | some a in actions]))]) if {
+	is_object(input)
+	not input.action in actions
+}
+
+input_problems contains "input.pod must be a Pod object with metadata" if {
+	is_object(input)
+	not is_object(object.get(input, ["pod", "metadata"], null))
+}
+
+input_problems contains "input.now must be a non-negative integer" if {
+	is_object(input)
+	not workloads.is_whole(object.get(input, "now", null))
+}
+
+input_problems contains "input.runtime must be an object" if {
+	input.action == "runtime-stop"
+	not is_object(object.get(input, "runtime", null))
+}
+
+input_problems contains sprintf("input.runtime.%s must be a number", [field]) if {
+	input.action == "runtime-stop"
+	is_object(object.get(input, "runtime", null))
+	some field in ["running_seconds", "stop_at"]
+	not is_number(object.get(input.runtime, field, null))
+}
+
+input_problems contains "input.runtime.warned_at must be a number or null" if {
+	input.action == "runtime-stop"
+	is_object(object.get(input, "runtime", null))
+	not number_or_null(input.runtime, "warned_at")
+}
+
+input_problems contains "input.workload_type must be a known workload type" if {
+	input.action == "runtime-stop"
+	not config.workload_types[object.get(input, "workload_type", "")]
+}
+
+number_or_null(obj, field) if is_number(obj[field])
+
+number_or_null(obj, field) if obj[field] == null
+
+# ----------------------------------------------------------------- facts
+
+labels := workloads.as_object(object.get(workloads.as_object(input.pod.metadata), "labels", {}))
+
+annotations := workloads.as_object(object.get(workloads.as_object(input.pod.metadata), "annotations", {}))
+
+type_config := config.workload_types[input.workload_type]
+
+max_runtime := type_config.default_max_runtime_seconds
+
+stop_grace := lifetime.stop_grace_seconds
+
+runtime := input.runtime
+
+# ----------------------------------------------------------------- checks
+
+required_checks contains "not_exempt"
+
+required_checks contains "type_matches" if input.action == "runtime-stop"
+
+required_checks contains check if {
+	input.action == "runtime-stop"
+	some check in {"bounded", "past_max_runtime", "warned", "grace", "checkpoint", "deadline"}
+}
+
+passed contains "not_exempt" if not labels[lib.keys.exempt] == "true"
+
+passed contains "type_matches" if labels[lib.keys.workload_type] == input.workload_type
+
+passed contains "bounded" if is_number(max_runtime)
+
+passed contains "past_max_runtime" if runtime.running_seconds > max_runtime
+
+passed contains "warned" if is_number(runtime.warned_at)
+
+passed contains "grace" if {
+	runtime.warned_at <= input.now
+	input.now >= runtime.warned_at + stop_grace
+}
+
+# The controller computes when the workload's next checkpoint is due after
+# the warning (docs/contracts.md); never before the grace is over.
+passed contains "checkpoint" if {
+	runtime.stop_at >= runtime.warned_at + stop_grace
+	input.now >= runtime.stop_at
+}
+
+passed contains "deadline" if not annotations[lib.keys.stop_deadline]
+
+passed contains "deadline" if input.now >= workloads.parse_count(annotations[lib.keys.stop_deadline])
+
+# ---------------------------------------------------------------- reasons
+
+failures["not_exempt"] := sprintf("the pod is labelled %s=true", [lib.keys.exempt])
+
+failures["type_matches"] := sprintf(
+	"the pod's %s label is %s but the request says %s",
+	[lib.keys.workload_type, json.marshal(object.get(labels, lib.keys.workload_type, null)), json.marshal(input.workload_type)],
+)
+
+failures["bounded"] := sprintf("workload type %s has no maximum runtime (default_max_runtime_seconds is null)", [input.workload_type])
+
+failures["past_max_runtime"] := sprintf(
+	"running %vs is not past the %vs maximum of %s",
+	[runtime.running_seconds, max_runtime, input.workload_type],
+)
+
+failures["warned"] := "no runtime warning has been issued yet"
+
+failures["grace"] := sprintf(
+	"the grace period has not elapsed: warned at %v, grace is %vs, now is %v",
+	[runtime.warned_at, stop_grace, input.now],
+)
+
+failures["checkpoint"] := sprintf(
+	"the next checkpoint window ends at %v (not before the grace ends at %v); now is %v",
+	[runtime.stop_at, runtime.warned_at + stop_grace, input.now],
+)
+
+failures["deadline"] := sprintf(
+	"annotation %s=%s is not a past epoch time",
+	[lib.keys.stop_deadline, annotations[lib.keys.stop_deadline]],
+)
+
+failure(check) := msg if {
+	msg := failures[check]
+} else := sprintf("check %s did not pass", [check])
+
+evidence contains sprintf(
+	"ran %vs, past the %vs maximum of %s; warned at %v, grace %vs; checkpoint window over at %v",
+	[runtime.running_seconds, max_runtime, input.workload_type, runtime.warned_at, stop_grace, runtime.stop_at],
+) if input.action == "runtime-stop"
