@@ -23,12 +23,14 @@ from controller import annotations as own
 from controller.act.idle import act_on_idle
 from controller.act.maxruntime import act_on_runtime
 from controller.act.opa import Opa
+from controller.act.orphans import act_on_orphans
 from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
 from controller.act.spend import act_on_spend
 from controller.config import FleetView, Settings
 from controller.decide.idle import EvidenceRules, plan_idle
 from controller.decide.maxruntime import plan_runtime
+from controller.decide.orphans import plan_orphans
 from controller.decide.preempt import plan_preemption
 from controller.decide.spend import Accumulator, plan_spend
 from controller.decide.usage import team_usage
@@ -299,12 +301,15 @@ def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) ->
 
 
 def _lifetime(rt: Runtime, snapshot: Snapshot, freed: frozenset[str]) -> set[str]:
-    """Work past its maximum runtime, on the snapshot's pods and their owners (read now, after
-    the pods); pods idle reclamation already removed in this pass are left out."""
+    """Orphaned and failed work, then work past its maximum runtime, on the snapshot's pods and
+    their owners (read now, after the pods); pods idle reclamation already removed in this pass
+    are left out, and so are orphans reclaimed before the runtime is judged."""
     pods = [pod for pod in snapshot.pods if pod.uid not in freed]
     owners = read_owners(rt.kube, pods, log=rt.log, workers=max(1, rt.settings.act_concurrency))
     rules = rt.fleet.lifetime
-    return act_on_runtime(rt, plan_runtime(pods, rt.fleet, owners, rt.now, rules))
+    ended = act_on_orphans(rt, plan_orphans(pods, owners, rt.now, rules))
+    pods = [pod for pod in pods if pod.uid not in ended]
+    return ended | act_on_runtime(rt, plan_runtime(pods, rt.fleet, owners, rt.now, rules))
 
 
 def _usage(rt: Runtime, snapshot: Snapshot) -> None:

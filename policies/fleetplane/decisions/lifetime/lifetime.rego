@@ -4,8 +4,10 @@
 #   May the controller end this accelerator pod's work now, for how long it
 #   lives? runtime-stop: the pod (its workload, its gang) ran past its workload
 #   type's maximum runtime, was warned, the grace has passed and so has its
-#   next checkpoint. Allowed only on explicit evidence; missing or malformed
-#   input never allows.
+#   next checkpoint. orphan-reclaim: the pod's owner is gone or its Job
+#   failed, it still holds accelerators, and it was found so at least the
+#   grace ago. Allowed only on explicit evidence; missing or malformed input
+#   never allows.
 package fleetplane.decisions.lifetime
 
 import data.fleetplane.config
@@ -40,6 +42,7 @@ reasons := sort([r | some r in evidence]) if {
 # reported again: without a maximum runtime nothing is past it, without a
 # warning there is no grace to count.
 prerequisites := {
+	"orphan_grace": {"found"},
 	"past_max_runtime": {"bounded"},
 	"grace": {"warned"},
 	"checkpoint": {"warned"},
@@ -52,7 +55,7 @@ blocked(check) if {
 
 # ------------------------------------------------------------------ input
 
-actions := {"runtime-stop"}
+actions := {"runtime-stop", "orphan-reclaim"}
 
 lifetime := workloads.as_object(object.get(config, "lifetime", {}))
 
@@ -98,6 +101,17 @@ input_problems contains "input.workload_type must be a known workload type" if {
 	not config.workload_types[object.get(input, "workload_type", "")]
 }
 
+input_problems contains "input.orphan must be an object" if {
+	input.action == "orphan-reclaim"
+	not is_object(object.get(input, "orphan", null))
+}
+
+input_problems contains "input.orphan.found_at must be a number or null" if {
+	input.action == "orphan-reclaim"
+	is_object(object.get(input, "orphan", null))
+	not number_or_null(input.orphan, "found_at")
+}
+
 number_or_null(obj, field) if is_number(obj[field])
 
 number_or_null(obj, field) if obj[field] == null
@@ -127,6 +141,11 @@ required_checks contains check if {
 	some check in {"bounded", "past_max_runtime", "warned", "grace", "checkpoint", "deadline"}
 }
 
+required_checks contains check if {
+	input.action == "orphan-reclaim"
+	some check in {"orphaned", "found", "orphan_grace", "holds_accelerators"}
+}
+
 passed contains "not_exempt" if not labels[lib.keys.exempt] == "true"
 
 passed contains "type_matches" if labels[lib.keys.workload_type] == input.workload_type
@@ -152,6 +171,24 @@ passed contains "checkpoint" if {
 passed contains "deadline" if not annotations[lib.keys.stop_deadline]
 
 passed contains "deadline" if input.now >= workloads.parse_count(annotations[lib.keys.stop_deadline])
+
+orphan := input.orphan
+
+passed contains "orphaned" if orphan.reason in {"owner-gone", "job-failed"}
+
+passed contains "found" if is_number(orphan.found_at)
+
+passed contains "orphan_grace" if {
+	orphan.found_at <= input.now
+	input.now >= orphan.found_at + lifetime.orphan_grace_seconds
+}
+
+# A pod bound to a node and not finished holds its accelerators.
+passed contains "holds_accelerators" if {
+	workloads.non_empty_string(object.get(input.pod, ["spec", "nodeName"], null))
+	not object.get(input.pod, ["status", "phase"], null) in {"Succeeded", "Failed"}
+	count(workloads.pod_demand(workloads.as_object(object.get(input.pod, "spec", {})))) > 0
+}
 
 # ---------------------------------------------------------------- reasons
 
@@ -186,9 +223,25 @@ failures["deadline"] := sprintf(
 	[lib.keys.stop_deadline, annotations[lib.keys.stop_deadline]],
 )
 
+failures["orphaned"] := sprintf("orphan reason %s is neither owner-gone nor job-failed", [json.marshal(object.get(orphan, "reason", null))])
+
+failures["found"] := "the pod has not been found orphaned before"
+
+failures["orphan_grace"] := sprintf(
+	"found orphaned at %v; the %vs grace has not passed (now %v)",
+	[orphan.found_at, lifetime.orphan_grace_seconds, input.now],
+)
+
+failures["holds_accelerators"] := "the pod holds no accelerators (not on a node, finished, or requesting none)"
+
 failure(check) := msg if {
 	msg := failures[check]
 } else := sprintf("check %s did not pass", [check])
+
+evidence contains sprintf(
+	"orphaned (%s, %s), found at %v; grace %vs",
+	[orphan.reason, object.get(orphan, "owner", null), orphan.found_at, lifetime.orphan_grace_seconds],
+) if input.action == "orphan-reclaim"
 
 evidence contains sprintf(
 	"ran %vs, past the %vs maximum of %s; warned at %v, grace %vs; checkpoint window over at %v",

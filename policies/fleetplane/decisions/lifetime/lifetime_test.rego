@@ -94,7 +94,7 @@ test_no_lifetime_section_never_allows if {
 
 malformed_cases := {
 	"no input": {"input": null, "reasons": ["input must be an object"]},
-	"unknown action": {"input": object.union(stop, {"action": "kill"}), "reasons": ["input.action must be one of runtime-stop"]},
+	"unknown action": {"input": object.union(stop, {"action": "kill"}), "reasons": ["input.action must be one of orphan-reclaim, runtime-stop"]},
 	"no pod": {"input": object.remove(stop, ["pod"]), "reasons": ["input.pod must be a Pod object with metadata"]},
 	"now as text": {"input": object.union(stop, {"now": "now"}), "reasons": ["input.now must be a non-negative integer"]},
 	"no runtime": {"input": object.remove(stop, ["runtime"]), "reasons": ["input.runtime must be an object"]},
@@ -111,4 +111,58 @@ test_malformed_input_is_denied_naming_the_field[name] if {
 
 test_unexplained_check_has_a_generic_reason if {
 	lifetime.failure("unknown") == "check unknown did not pass"
+}
+
+# ------------------------------------------------------------- orphan-reclaim
+
+gpu_pod := {
+	"metadata": {"name": "run-0", "namespace": "ml-research", "labels": {"fleetplane.dev/workload-type": "training"}},
+	"spec": {"nodeName": "h100-0", "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+	"status": {"phase": "Running"},
+}
+
+orphan := {
+	"action": "orphan-reclaim", "pod": gpu_pod, "now": now,
+	"orphan": {"reason": "owner-gone", "owner": "Job ml-research/run", "found_at": now - 300},
+}
+
+with_orphan(patch) := object.union(orphan, {"orphan": patch})
+
+test_orphan_past_the_grace_is_reclaimed if {
+	decide(orphan) == {"allow": true, "reasons": ["orphaned (owner-gone, Job ml-research/run), found at 1795003300; grace 300s"]}
+	decide(with_orphan({"reason": "job-failed"})).allow
+}
+
+orphan_deny_cases := {
+	"another reason": {"input": with_orphan({"reason": "looks-idle"}), "reasons": [`orphan reason "looks-idle" is neither owner-gone nor job-failed`]},
+	"no reason": {"input": json.remove(orphan, ["orphan/reason"]), "reasons": ["orphan reason null is neither owner-gone nor job-failed"]},
+	"not found before": {"input": with_orphan({"found_at": null}), "reasons": ["the pod has not been found orphaned before"]},
+	"grace not over": {"input": with_orphan({"found_at": now - 299}), "reasons": ["found orphaned at 1795003301; the 300s grace has not passed (now 1795003600)"]},
+	"found in the future": {"input": with_orphan({"found_at": now + 10}), "reasons": ["found orphaned at 1795003610; the 300s grace has not passed (now 1795003600)"]},
+	"exempt": {
+		"input": object.union(orphan, {"pod": {"metadata": {"labels": {"fleetplane.dev/exempt": "true"}}}}),
+		"reasons": ["the pod is labelled fleetplane.dev/exempt=true"],
+	},
+	"finished": {
+		"input": object.union(orphan, {"pod": {"status": {"phase": "Failed"}}}),
+		"reasons": ["the pod holds no accelerators (not on a node, finished, or requesting none)"],
+	},
+	"not on a node": {
+		"input": json.remove(orphan, ["pod/spec/nodeName"]),
+		"reasons": ["the pod holds no accelerators (not on a node, finished, or requesting none)"],
+	},
+	"no accelerators": {
+		"input": json.remove(orphan, ["pod/spec/containers/0/resources"]),
+		"reasons": ["the pod holds no accelerators (not on a node, finished, or requesting none)"],
+	},
+}
+
+test_orphan_denied[name] if {
+	some name, tc in orphan_deny_cases
+	decide(tc.input) == {"allow": false, "reasons": tc.reasons}
+}
+
+test_orphan_malformed_input_names_the_field if {
+	decide(object.remove(orphan, ["orphan"])) == {"allow": false, "reasons": ["input.orphan must be an object"]}
+	decide(with_orphan({"found_at": "earlier"})) == {"allow": false, "reasons": ["input.orphan.found_at must be a number or null"]}
 }
