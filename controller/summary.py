@@ -89,7 +89,7 @@ FAMILIES: dict[str, Family] = {
     "lifetime_pods": Family(
         "fleetplane_controller_lifetime_pods",
         "gauge",
-        "Accelerator pods per lifetime check (max-runtime, orphan) and verdict in the last pass.",
+        "Accelerator pods per lifetime check (max-runtime, orphan, straggler) and verdict in the last pass.",
     ),
     "preemptors": Family(
         "fleetplane_controller_preemptors",

@@ -25,6 +25,7 @@ RECLAIM_DEADLINE: Final = "fleetplane.dev/reclaim-deadline"
 RUNTIME_WARNED_AT: Final = "fleetplane.dev/runtime-warned-at"
 STOP_DEADLINE: Final = "fleetplane.dev/stop-deadline"
 ORPHAN_FOUND_AT: Final = "fleetplane.dev/orphan-found-at"
+STRAGGLER_REPORTED_AT: Final = "fleetplane.dev/straggler-reported-at"
 
 # Node labels.
 POOL: Final = "fleetplane.dev/pool"
@@ -99,6 +100,7 @@ KEYS: Final = {
     "runtime_warned_at": RUNTIME_WARNED_AT,
     "stop_deadline": STOP_DEADLINE,
     "orphan_found_at": ORPHAN_FOUND_AT,
+    "straggler_reported_at": STRAGGLER_REPORTED_AT,
     "pool": POOL,
     "capacity_type": CAPACITY_TYPE,
     "gpu_product": GPU_PRODUCT,

@@ -6,8 +6,11 @@
 #   type's maximum runtime, was warned, the grace has passed and so has its
 #   next checkpoint. orphan-reclaim: the pod's owner is gone or its Job
 #   failed, it still holds accelerators, and it was found so at least the
-#   grace ago. Allowed only on explicit evidence; missing or malformed input
-#   never allows.
+#   grace ago. straggler-restart: the pod is a straggler of its gang (near-idle
+#   while every peer is busy, over the window), was reported so before, opted
+#   in with fleetplane.dev/straggler-action=restart, and has a controller that
+#   starts it again. Allowed only on explicit evidence; missing or malformed
+#   input never allows.
 package fleetplane.decisions.lifetime
 
 import data.fleetplane.config
@@ -55,7 +58,7 @@ blocked(check) if {
 
 # ------------------------------------------------------------------ input
 
-actions := {"runtime-stop", "orphan-reclaim"}
+actions := {"runtime-stop", "orphan-reclaim", "straggler-restart"}
 
 lifetime := workloads.as_object(object.get(config, "lifetime", {}))
 
@@ -65,8 +68,12 @@ input_problems contains "input must be an object" if not is_object(input)
 
 input_problems contains sprintf("input.action must be one of %s", [concat(", ", sort([a | some a in actions]))]) if {
 	is_object(input)
-	not input.action in actions
+	not valid_action
 }
+
+# A helper, so that a missing action is reported too (`not` of an undefined
+# membership would be undefined, not true).
+valid_action if input.action in actions
 
 input_problems contains "input.pod must be a Pod object with metadata" if {
 	is_object(input)
@@ -112,6 +119,37 @@ input_problems contains "input.orphan.found_at must be a number or null" if {
 	not number_or_null(input.orphan, "found_at")
 }
 
+input_problems contains "input.straggler must be an object" if {
+	input.action == "straggler-restart"
+	not is_object(object.get(input, "straggler", null))
+}
+
+input_problems contains "input.straggler.peak_util_percent must be a number" if {
+	input.action == "straggler-restart"
+	is_object(object.get(input, "straggler", null))
+	not is_number(object.get(input.straggler, "peak_util_percent", null))
+}
+
+input_problems contains "input.straggler.peers must be an array of {pod, mean_util_percent}" if {
+	input.action == "straggler-restart"
+	is_object(object.get(input, "straggler", null))
+	not peers_well_formed
+}
+
+input_problems contains "input.straggler.reported_at must be a number or null" if {
+	input.action == "straggler-restart"
+	is_object(object.get(input, "straggler", null))
+	not number_or_null(input.straggler, "reported_at")
+}
+
+peers_well_formed if {
+	is_array(input.straggler.peers)
+	every peer in input.straggler.peers {
+		workloads.non_empty_string(object.get(peer, "pod", null))
+		is_number(object.get(peer, "mean_util_percent", null))
+	}
+}
+
 number_or_null(obj, field) if is_number(obj[field])
 
 number_or_null(obj, field) if obj[field] == null
@@ -144,6 +182,11 @@ required_checks contains check if {
 required_checks contains check if {
 	input.action == "orphan-reclaim"
 	some check in {"orphaned", "found", "orphan_grace", "holds_accelerators"}
+}
+
+required_checks contains check if {
+	input.action == "straggler-restart"
+	some check in {"opted_in", "straggling", "peers_busy", "reported", "restartable", "holds_accelerators"}
 }
 
 passed contains "not_exempt" if not labels[lib.keys.exempt] == "true"
@@ -190,6 +233,32 @@ passed contains "holds_accelerators" if {
 	count(workloads.pod_demand(workloads.as_object(object.get(input.pod, "spec", {})))) > 0
 }
 
+straggler := input.straggler
+
+# Acting on a straggler is the workload owner's choice: the pod says so.
+passed contains "opted_in" if labels[lib.keys.straggler_action] == "restart"
+
+passed contains "straggling" if straggler.peak_util_percent <= lifetime.straggler_util_percent
+
+passed contains "peers_busy" if {
+	count(straggler.peers) > 0
+	every peer in straggler.peers {
+		peer.mean_util_percent >= lifetime.busy_util_percent
+	}
+}
+
+# Reported (an Event the owner could see) on an earlier pass, never acted on unannounced.
+passed contains "reported" if {
+	is_number(straggler.reported_at)
+	straggler.reported_at < input.now
+}
+
+# A restart deletes the pod: only a pod whose controller creates it again.
+passed contains "restartable" if {
+	some ref in object.get(input.pod.metadata, "ownerReferences", [])
+	ref.controller == true
+}
+
 # ---------------------------------------------------------------- reasons
 
 failures["not_exempt"] := sprintf("the pod is labelled %s=true", [lib.keys.exempt])
@@ -234,9 +303,30 @@ failures["orphan_grace"] := sprintf(
 
 failures["holds_accelerators"] := "the pod holds no accelerators (not on a node, finished, or requesting none)"
 
+failures["opted_in"] := sprintf("acting on a straggler needs the pod's label %s=restart", [lib.keys.straggler_action])
+
+failures["straggling"] := sprintf(
+	"peak utilisation %v%% is above the straggler line of %v%%",
+	[straggler.peak_util_percent, lifetime.straggler_util_percent],
+)
+
+failures["peers_busy"] := sprintf(
+	"not every peer averaged at least the busy line of %v%%: %s",
+	[lifetime.busy_util_percent, json.marshal(straggler.peers)],
+)
+
+failures["reported"] := "the straggler has not been reported on an earlier pass"
+
+failures["restartable"] := "the pod has no controller to start it again (a bare pod is only reported)"
+
 failure(check) := msg if {
 	msg := failures[check]
 } else := sprintf("check %s did not pass", [check])
+
+evidence contains sprintf(
+	"straggler of %s: peak %v%% (line %v%%), %d peer(s) at least %v%% busy; reported at %v",
+	[object.get(straggler, "gang", null), straggler.peak_util_percent, lifetime.straggler_util_percent, count(straggler.peers), lifetime.busy_util_percent, straggler.reported_at],
+) if input.action == "straggler-restart"
 
 evidence contains sprintf(
 	"orphaned (%s, %s), found at %v; grace %vs",

@@ -94,7 +94,8 @@ test_no_lifetime_section_never_allows if {
 
 malformed_cases := {
 	"no input": {"input": null, "reasons": ["input must be an object"]},
-	"unknown action": {"input": object.union(stop, {"action": "kill"}), "reasons": ["input.action must be one of orphan-reclaim, runtime-stop"]},
+	"no action": {"input": object.remove(stop, ["action"]), "reasons": ["input.action must be one of orphan-reclaim, runtime-stop, straggler-restart"]},
+	"unknown action": {"input": object.union(stop, {"action": "kill"}), "reasons": ["input.action must be one of orphan-reclaim, runtime-stop, straggler-restart"]},
 	"no pod": {"input": object.remove(stop, ["pod"]), "reasons": ["input.pod must be a Pod object with metadata"]},
 	"now as text": {"input": object.union(stop, {"now": "now"}), "reasons": ["input.now must be a non-negative integer"]},
 	"no runtime": {"input": object.remove(stop, ["runtime"]), "reasons": ["input.runtime must be an object"]},
@@ -165,4 +166,91 @@ test_orphan_denied[name] if {
 test_orphan_malformed_input_names_the_field if {
 	decide(object.remove(orphan, ["orphan"])) == {"allow": false, "reasons": ["input.orphan must be an object"]}
 	decide(with_orphan({"found_at": "earlier"})) == {"allow": false, "reasons": ["input.orphan.found_at must be a number or null"]}
+}
+
+# ---------------------------------------------------------- straggler-restart
+
+# A Volcano Job's worker at 1% while its two peers average 80% and 90%
+# (testing.config: line 5%, busy 50%), reported 600s ago, opted in.
+worker := {
+	"metadata": {
+		"name": "vj-worker-1", "namespace": "ml-research",
+		"labels": {"fleetplane.dev/workload-type": "training", "fleetplane.dev/straggler-action": "restart"},
+		"ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "vj", "uid": "u", "controller": true}],
+	},
+	"spec": {"nodeName": "h100-1", "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+	"status": {"phase": "Running"},
+}
+
+straggling := {
+	"action": "straggler-restart", "pod": worker, "now": now,
+	"straggler": {
+		"gang": "ml-research/vj", "window_seconds": 1800, "peak_util_percent": 1, "samples": 120,
+		"peers": [{"pod": "ml-research/vj-worker-0", "mean_util_percent": 80}, {"pod": "ml-research/vj-worker-2", "mean_util_percent": 90}],
+		"reported_at": now - 600,
+	},
+}
+
+with_straggler(patch) := object.union(straggling, {"straggler": patch})
+
+test_reported_straggler_opted_in_is_restarted if {
+	decide(straggling) == {"allow": true, "reasons": ["straggler of ml-research/vj: peak 1% (line 5%), 2 peer(s) at least 50% busy; reported at 1795003000"]}
+	decide(with_straggler({"peak_util_percent": 5, "peers": [{"pod": "p", "mean_util_percent": 50}]})).allow
+}
+
+straggler_deny_cases := {
+	"not opted in": {
+		"input": json.remove(straggling, ["pod/metadata/labels/fleetplane.dev~1straggler-action"]),
+		"reasons": ["acting on a straggler needs the pod's label fleetplane.dev/straggler-action=restart"],
+	},
+	"another action asked for": {
+		"input": object.union(straggling, {"pod": {"metadata": {"labels": {"fleetplane.dev/straggler-action": "report"}}}}),
+		"reasons": ["acting on a straggler needs the pod's label fleetplane.dev/straggler-action=restart"],
+	},
+	"exempt": {
+		"input": object.union(straggling, {"pod": {"metadata": {"labels": {"fleetplane.dev/exempt": "true"}}}}),
+		"reasons": ["the pod is labelled fleetplane.dev/exempt=true"],
+	},
+	"not idle enough": {"input": with_straggler({"peak_util_percent": 5.5}), "reasons": ["peak utilisation 5.5% is above the straggler line of 5%"]},
+	"a peer not busy": {
+		"input": with_straggler({"peers": [{"pod": "ml-research/vj-worker-0", "mean_util_percent": 49}]}),
+		"reasons": [`not every peer averaged at least the busy line of 50%: [{"mean_util_percent":49,"pod":"ml-research/vj-worker-0"}]`],
+	},
+	"no peers": {"input": with_straggler({"peers": []}), "reasons": ["not every peer averaged at least the busy line of 50%: []"]},
+	"never reported": {"input": with_straggler({"reported_at": null}), "reasons": ["the straggler has not been reported on an earlier pass"]},
+	"reported in this pass": {"input": with_straggler({"reported_at": now}), "reasons": ["the straggler has not been reported on an earlier pass"]},
+	"bare pod": {
+		"input": json.remove(straggling, ["pod/metadata/ownerReferences"]),
+		"reasons": ["the pod has no controller to start it again (a bare pod is only reported)"],
+	},
+	"not a controller reference": {
+		"input": object.union(straggling, {"pod": {"metadata": {"ownerReferences": [{"kind": "Job", "name": "vj", "controller": false}]}}}),
+		"reasons": ["the pod has no controller to start it again (a bare pod is only reported)"],
+	},
+	"finished": {
+		"input": object.union(straggling, {"pod": {"status": {"phase": "Succeeded"}}}),
+		"reasons": ["the pod holds no accelerators (not on a node, finished, or requesting none)"],
+	},
+}
+
+test_straggler_denied[name] if {
+	some name, tc in straggler_deny_cases
+	decide(tc.input) == {"allow": false, "reasons": tc.reasons}
+}
+
+straggler_malformed_cases := {
+	"no straggler": {"input": object.remove(straggling, ["straggler"]), "reasons": ["input.straggler must be an object"]},
+	"peak missing": {"input": json.remove(straggling, ["straggler/peak_util_percent"]), "reasons": ["input.straggler.peak_util_percent must be a number"]},
+	"peers not a list": {"input": with_straggler({"peers": "all busy"}), "reasons": ["input.straggler.peers must be an array of {pod, mean_util_percent}"]},
+	"peer without a mean": {"input": with_straggler({"peers": [{"pod": "p"}]}), "reasons": ["input.straggler.peers must be an array of {pod, mean_util_percent}"]},
+	"reported_at as text": {"input": with_straggler({"reported_at": "earlier"}), "reasons": ["input.straggler.reported_at must be a number or null"]},
+}
+
+test_straggler_malformed_input_names_the_field[name] if {
+	some name, tc in straggler_malformed_cases
+	decide(tc.input) == {"allow": false, "reasons": tc.reasons}
+}
+
+test_straggler_without_lifetime_section_never_allows if {
+	not lifetime.decision.allow with input as straggling with data.fleetplane.config as object.remove(testing.config, ["lifetime"])
 }
