@@ -541,16 +541,6 @@ class HealthConfig(_Model):
     for. Default 3600."""
     validation_timeout_seconds: int = Field(default=1800, gt=0)
     """How long the validator may take after a remediation. Default 1800."""
-    max_runtime_grace_seconds: int = Field(default=1800, ge=0)
-    """After the runtime warning, how long a pod past its maximum runtime gets to checkpoint
-    before it is stopped. Default 1800."""
-    straggler_window_seconds: int = Field(default=1800, ge=60)
-    """A gang member at near-zero utilisation while its peers are busy for this long is a
-    straggler (reported; acted on only where the health policy allows). Default 1800."""
-    straggler_util_percent: float = Field(default=5, ge=0, le=100)
-    """At or below this peak utilisation a gang member idles. Default 5."""
-    busy_util_percent: float = Field(default=50, ge=0, le=100)
-    """Peers above this mean utilisation are busy. Default 50."""
 
 
 class LifetimeConfig(_Model):
