@@ -1,6 +1,6 @@
 """`fleetplane controller ...`: one idempotent pass of the in-cluster controller per run.
 
-    fleetplane controller reconcile|idle|spend|preempt [--dry-run] [options]
+    fleetplane controller reconcile|idle|lifetime|spend|preempt [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
     fleetplane controller health run|status [options]
 
@@ -20,8 +20,9 @@ from controller.startup import common_options
 from controller.upgrade import cli as upgrade_cli
 
 DESCRIPTIONS = {
-    "reconcile": "One full pass: idle reclamation, spend accounting, the gate's admission data, then priority preemption.",
+    "reconcile": "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's admission data, then priority preemption.",
     "idle": "Warn idle accelerator workloads, clear warnings of busy ones, reclaim after the grace period.",
+    "lifetime": "Warn and stop work past its workload type's maximum runtime (after its next checkpoint, gangs whole).",
     "spend": "Compute month-to-date accelerator spend per team, keep the accumulator, publish it to OPA.",
     "admission": "Publish to OPA the workload records, reservations and approval bindings the gate reads.",
     "preempt": "Evict the least-work-lost victims for workloads kept waiting by lower-priority work.",

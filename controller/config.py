@@ -65,6 +65,55 @@ class Team:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LifetimeRules:
+    """The `lifetime` section (fleet.config.LifetimeConfig, the same defaults): how long work
+    past its maximum runtime, orphaned work and stragglers are given."""
+
+    stop_grace_seconds: int = 1800
+    checkpoint_window_seconds: int = 3600
+    checkpoint_slack_seconds: int = 300
+    orphan_grace_seconds: int = 300
+    straggler_window_seconds: int = 1800
+    straggler_util_percent: float = 5.0
+    busy_util_percent: float = 50.0
+
+
+def _lifetime(raw: Any, problems: list[str]) -> LifetimeRules:
+    """The `lifetime` section; absent means the defaults (a document rendered before it)."""
+    if raw is None:
+        return LifetimeRules()
+    if not isinstance(raw, dict):
+        problems.append("lifetime: must be an object")
+        return LifetimeRules()
+    values: dict[str, Any] = {}
+    for key in (
+        "stop_grace_seconds",
+        "checkpoint_window_seconds",
+        "checkpoint_slack_seconds",
+        "orphan_grace_seconds",
+        "straggler_window_seconds",
+    ):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(f"lifetime.{key}: must be a non-negative integer")
+        else:
+            values[key] = value
+    for key in ("straggler_util_percent", "busy_util_percent"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not _number(value) or not 0 <= value <= 100:
+            problems.append(f"lifetime.{key}: must be a number from 0 to 100")
+        else:
+            values[key] = float(value)
+    if values.get("checkpoint_window_seconds") == 0:
+        problems.append("lifetime.checkpoint_window_seconds: must be positive")
+    return LifetimeRules(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
 class FleetView:
     """The parts of the rendered document the controller uses; `raw` is the whole document."""
 
@@ -76,6 +125,7 @@ class FleetView:
     warn_ratio: float
     deny_ratio: float
     controller: dict[str, Any]
+    lifetime: LifetimeRules = field(default_factory=LifetimeRules)
 
     def team_of(self, namespace: str) -> Team | None:
         name = self.namespaces.get(namespace)
@@ -203,6 +253,8 @@ def parse_config(raw: Any) -> FleetView:
         problems.append("controller: must be an object")
         controller = {}
 
+    lifetime = _lifetime(raw.get("lifetime"), problems)
+
     if problems:
         raise ConfigProblems(problems)
     return FleetView(
@@ -214,6 +266,7 @@ def parse_config(raw: Any) -> FleetView:
         warn_ratio=ratios["warn_ratio"],
         deny_ratio=ratios["deny_ratio"],
         controller=controller,
+        lifetime=lifetime,
     )
 
 

@@ -1,11 +1,12 @@
 """One reconcile pass: lease → observe → decide → act → summary.
 
 `run_pass` is the library entry point (the command line and the tests call it). Concerns run in
-the order idle, spend, admission (the documents the gate reads: workload records, reservations,
-approval bindings), preempt, each on the same snapshot; an error in one concern is logged
+the order idle, lifetime, spend, admission (the documents the gate reads: workload records,
+reservations, approval bindings), preempt, each on the same snapshot; an error in one concern is logged
 (`<concern>.failed`) and counted under that concern, and the next concern still runs, while a
 failure to observe stops the pass (no evidence, no action), and so does a lost Lease.
-Preemption treats the pods idle reclamation removed in this pass as already freed.
+Preemption treats the pods idle reclamation and the lifetime concern removed in this pass as
+already freed; the lifetime concern leaves alone what idle reclamation already removed.
 """
 
 from __future__ import annotations
@@ -22,20 +23,32 @@ from typing import TextIO, TypeVar
 from controller import annotations as own
 from controller.act.admission_data import act_on_bindings, act_on_records, act_on_reservations
 from controller.act.idle import act_on_idle
+from controller.act.maxruntime import act_on_runtime
 from controller.act.opa import Opa
 from controller.act.opa_files import kept_bindings
+from controller.act.orphans import act_on_orphans
 from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
 from controller.act.spend import act_on_spend
+from controller.act.stragglers import act_on_stragglers
 from controller.config import FleetView, Settings
 from controller.decide.approvals import approval_users, plan_bindings
 from controller.decide.idle import EvidenceRules, plan_idle
 from controller.decide.lineage import by_uid
+from controller.decide.maxruntime import plan_runtime
+from controller.decide.orphans import plan_orphans
 from controller.decide.preempt import plan_preemption
 from controller.decide.records import workload_records
 from controller.decide.reservations import plan_reservations
 from controller.decide.spend import Accumulator, plan_spend
+from controller.decide.stragglers import (
+    Utilisation,
+    expected_samples,
+    needs_evidence,
+    plan_stragglers,
+)
 from controller.decide.usage import team_usage
+from controller.decide.workloads import gang_of
 from controller.errors import (
     ControllerError,
     InjectedFault,
@@ -47,10 +60,13 @@ from controller.lease import Lease, held
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import PodEvidence, Prometheus
+from controller.observe.model import Pod
+from controller.observe.owners import read_owners
 from controller.observe.snapshot import Snapshot, take_snapshot
+from controller.remediation.signals import pod_utilisation
 from controller.summary import Summary
 
-CONCERNS = ("idle", "spend", "admission", "preempt")
+CONCERNS = ("idle", "lifetime", "spend", "admission", "preempt")
 
 T = TypeVar("T")
 
@@ -198,6 +214,14 @@ def _run(
         if lease:
             lease.renew()
         lap("idle")
+    if "lifetime" in concerns:
+        ended = _isolated(
+            rt, "lifetime", lambda: _lifetime(rt, snapshot, frozenset(freed), prometheus)
+        )
+        freed |= ended or set()
+        if lease:
+            lease.renew()
+        lap("lifetime")
     if "spend" in concerns:
         _isolated(rt, "spend", lambda: _spend(rt, snapshot))
         if lease:
@@ -309,6 +333,58 @@ def _idle(rt: Runtime, snapshot: Snapshot, found: Evidence | ControllerError) ->
     )
     plan = plan_idle(snapshot.pods, rt.fleet, evidence, rt.now, rules)
     return act_on_idle(rt, plan)
+
+
+def _lifetime(
+    rt: Runtime, snapshot: Snapshot, freed: frozenset[str], prometheus: Prometheus
+) -> set[str]:
+    """Orphaned and failed work, then work past its maximum runtime, then gang stragglers, on the
+    snapshot's pods and their owners (read now, after the pods); pods idle reclamation already
+    removed in this pass are left out, and so is what an earlier step of the concern ended (a
+    gang with a member ended is not judged for stragglers: its peers are no longer all there)."""
+    pods = [pod for pod in snapshot.pods if pod.uid not in freed]
+    owners = read_owners(rt.kube, pods, log=rt.log, workers=max(1, rt.settings.act_concurrency))
+    rules = rt.fleet.lifetime
+    ended = act_on_orphans(rt, plan_orphans(pods, owners, rt.now, rules))
+    pods = [pod for pod in pods if pod.uid not in ended]
+    ended |= act_on_runtime(rt, plan_runtime(pods, rt.fleet, owners, rt.now, rules))
+    gone = {gang_of(pod) for pod in snapshot.pods if pod.uid in ended or pod.uid in freed}
+    pods = [
+        pod
+        for pod in pods
+        if pod.uid not in ended and (gang_of(pod) is None or gang_of(pod) not in gone)
+    ]
+    return ended | _stragglers(rt, pods, prometheus)
+
+
+def _stragglers(rt: Runtime, pods: list[Pod], prometheus: Prometheus) -> set[str]:
+    """Read the gangs' utilisation (only when a gang has two running members) and judge them;
+    without evidence every member is unknown: nothing is reported or restarted."""
+    rules = rt.fleet.lifetime
+    evidence: dict[tuple[str, str], Utilisation] = {}
+    if needs_evidence(pods):
+        try:
+            found = pod_utilisation(prometheus, rt.now, rules.straggler_window_seconds)
+        except ControllerError as error:
+            kind = error_kind(error)
+            rt.summary.error("lifetime", kind)
+            rt.log.error(
+                "lifetime.straggler.metrics-unavailable",
+                error=str(error),
+                kind=kind,
+                consequence="no evidence: no straggler is reported or restarted in this pass",
+            )
+        else:
+            evidence = {
+                key: Utilisation(peak_percent=peak, mean_percent=mean, samples=samples)
+                for key, (peak, mean, samples) in found.items()
+            }
+    expected = expected_samples(
+        rules.straggler_window_seconds,
+        rt.settings.scrape_interval_seconds,
+        rt.settings.min_sample_coverage,
+    )
+    return act_on_stragglers(rt, plan_stragglers(pods, evidence, rt.now, rules, expected))
 
 
 def _usage(rt: Runtime, snapshot: Snapshot) -> None:

@@ -93,6 +93,11 @@ FAMILIES: dict[str, Family] = {
         "gauge",
         "Accelerator pods per idle verdict in the last pass.",
     ),
+    "lifetime_pods": Family(
+        "fleetplane_controller_lifetime_pods",
+        "gauge",
+        "Accelerator pods per lifetime check (max-runtime, orphan, straggler) and verdict in the last pass.",
+    ),
     "preemptors": Family(
         "fleetplane_controller_preemptors",
         "gauge",

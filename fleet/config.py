@@ -541,16 +541,35 @@ class HealthConfig(_Model):
     for. Default 3600."""
     validation_timeout_seconds: int = Field(default=1800, gt=0)
     """How long the validator may take after a remediation. Default 1800."""
-    max_runtime_grace_seconds: int = Field(default=1800, ge=0)
-    """After the runtime warning, how long a pod past its maximum runtime gets to checkpoint
-    before it is stopped. Default 1800."""
+
+
+class LifetimeConfig(_Model):
+    """How long accelerator work may live: the controller's `lifetime` concern stops work past
+    its workload type's maximum runtime (`default_max_runtime_seconds`), reclaims orphaned and
+    failed work that still holds accelerators, and reports gang stragglers."""
+
+    stop_grace_seconds: int = Field(default=1800, ge=0)
+    """From the warning that a pod runs past its maximum runtime to the earliest stop. Default
+    1800."""
+    checkpoint_window_seconds: int = Field(default=3600, gt=0)
+    """A workload that checkpoints (`fleetplane.dev/checkpoint-location`, `last-checkpoint` or
+    `checkpoint-interval-seconds`) is stopped only after its next checkpoint is due after the
+    warning: its declared interval, capped at this (the longest a declared interval may postpone
+    a stop), and this when it declares none. Default 3600."""
+    checkpoint_slack_seconds: int = Field(default=300, ge=0)
+    """Time a due checkpoint gets to complete before the stop. Default 300."""
+    orphan_grace_seconds: int = Field(default=300, ge=0)
+    """From finding a pod whose owner is gone or whose Job failed, while it still holds
+    accelerators, to reclaiming it (a garbage collector or Job controller that is merely slow
+    gets this long). Default 300."""
     straggler_window_seconds: int = Field(default=1800, ge=60)
     """A gang member at near-zero utilisation while its peers are busy for this long is a
-    straggler (reported; acted on only where the health policy allows). Default 1800."""
+    straggler: reported, and acted on only for pods labelled
+    `fleetplane.dev/straggler-action=restart` (the lifetime policy). Default 1800."""
     straggler_util_percent: float = Field(default=5, ge=0, le=100)
-    """At or below this peak utilisation a gang member idles. Default 5."""
+    """At or below this peak utilisation over the window a gang member idles. Default 5."""
     busy_util_percent: float = Field(default=50, ge=0, le=100)
-    """Peers above this mean utilisation are busy. Default 50."""
+    """Peers whose mean utilisation over the window is above this are busy. Default 50."""
 
 
 class GpuOperatorConfig(_Model):
@@ -767,6 +786,8 @@ class FleetConfig(_Model):
     """Default see `UpgradeConfig`."""
     health: HealthConfig = Field(default_factory=HealthConfig)
     """Default see `HealthConfig`."""
+    lifetime: LifetimeConfig = Field(default_factory=LifetimeConfig)
+    """Default see `LifetimeConfig`."""
     system_namespace: NamespaceName = "fleetplane-system"
     """Namespace of OPA and the controller. Default fleetplane-system."""
     gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)

@@ -16,10 +16,16 @@ CHECKPOINT_LOCATION: Final = "fleetplane.dev/checkpoint-location"
 LAST_CHECKPOINT: Final = "fleetplane.dev/last-checkpoint"
 IDLE_TIMEOUT_SECONDS: Final = "fleetplane.dev/idle-timeout-seconds"
 APPROVAL_ID: Final = "fleetplane.dev/approval-id"
+CHECKPOINT_INTERVAL_SECONDS: Final = "fleetplane.dev/checkpoint-interval-seconds"
+STRAGGLER_ACTION: Final = "fleetplane.dev/straggler-action"  # label: "restart" opts in
 
 # Annotations written by the controller.
 IDLE_WARNED_AT: Final = "fleetplane.dev/idle-warned-at"
 RECLAIM_DEADLINE: Final = "fleetplane.dev/reclaim-deadline"
+RUNTIME_WARNED_AT: Final = "fleetplane.dev/runtime-warned-at"
+STOP_DEADLINE: Final = "fleetplane.dev/stop-deadline"
+ORPHAN_FOUND_AT: Final = "fleetplane.dev/orphan-found-at"
+STRAGGLER_REPORTED_AT: Final = "fleetplane.dev/straggler-reported-at"
 
 # Node labels.
 POOL: Final = "fleetplane.dev/pool"
@@ -89,6 +95,12 @@ KEYS: Final = {
     "approval_id": APPROVAL_ID,
     "idle_warned_at": IDLE_WARNED_AT,
     "reclaim_deadline": RECLAIM_DEADLINE,
+    "checkpoint_interval_seconds": CHECKPOINT_INTERVAL_SECONDS,
+    "straggler_action": STRAGGLER_ACTION,
+    "runtime_warned_at": RUNTIME_WARNED_AT,
+    "stop_deadline": STOP_DEADLINE,
+    "orphan_found_at": ORPHAN_FOUND_AT,
+    "straggler_reported_at": STRAGGLER_REPORTED_AT,
     "pool": POOL,
     "capacity_type": CAPACITY_TYPE,
     "gpu_product": GPU_PRODUCT,

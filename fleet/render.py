@@ -77,6 +77,7 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
         "upgrade": config.upgrade.model_dump(),
         "health": config.health.model_dump(),
+        "lifetime": config.lifetime.model_dump(),
         "gpu_operator": {"namespace": config.gpu_operator.namespace},
         "system_namespaces": config.system_namespaces(),
         "platform": render_platform(config),

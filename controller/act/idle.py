@@ -21,7 +21,7 @@ from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
-from controller.decide.workloads import VOLCANO_JOB_API, Target
+from controller.decide.workloads import VOLCANO_JOB_API, Judged, StopItem, Target
 from controller.errors import (
     ConflictError,
     ControllerError,
@@ -35,7 +35,7 @@ from fleet import labels as keys
 CONCERN = "idle"
 
 
-def pod_ref(judgement: PodJudgement) -> ObjectRef:
+def pod_ref(judgement: Judged) -> ObjectRef:
     pod = judgement.pod
     return ObjectRef(
         api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
@@ -216,13 +216,7 @@ def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
             why,
         )
         return True
-    handler = {
-        "scale-to-zero": _scale_to_zero,
-        "suspend": _suspend_job,
-        "abort": _abort_volcano_job,
-        "delete": _delete_pod,
-    }[target.method]
-    ref = handler(rt, target, item, why)
+    ref = stop_workload(rt, item, why)
     if ref is None:
         return False
     # Only once the reclaim is done: an Event outlives a deleted pod (it names its uid).
@@ -269,6 +263,31 @@ def _count_reclaimed(rt: Runtime, item: ReclaimPlan) -> None:
                 rt.summary.inc("reclaim_savings_usd", devices * window_hours * price, **labels)
 
 
+def stop_workload(
+    rt: Runtime,
+    item: StopItem,
+    why: str,
+    *,
+    tag: str = "idle",
+    event_reason: str = "IdleReclaimed",
+    failed_reason: str = "IdleReclaimFailed",
+) -> ObjectRef | None:
+    """Stop the workload of `item` the least destructive way for its owner (`Target.method`);
+    the reference of what was written, or None when nothing was (gone, changed, already done).
+    Shared with the lifetime concern (act.lifetime): `tag` names the Volcano Command, and
+    `event_reason` is its reason; `failed_reason` that of the Event of a failed pod delete."""
+    target = item.target
+    if target.method == "scale-to-zero":
+        return _scale_to_zero(rt, target, item, why)
+    if target.method == "suspend":
+        return _suspend_job(rt, target, item, why)
+    if target.method == "abort":
+        return _abort_volcano_job(rt, target, item, why, tag=tag, event_reason=event_reason)
+    if target.method == "delete":
+        return _delete_pod(rt, target, item, why, failed_reason=failed_reason)
+    raise ValueError(f"no way to stop {target.key} ({target.method})")
+
+
 def _record(why: str, rt: Runtime, extra: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         own.RECLAIMED_AT: str(int(rt.now)),
@@ -277,7 +296,7 @@ def _record(why: str, rt: Runtime, extra: dict[str, str] | None = None) -> dict[
     }
 
 
-def _judged_owner_uids(item: ReclaimPlan, name: str) -> set[str]:
+def _judged_owner_uids(item: StopItem, name: str) -> set[str]:
     """The uids the snapshot's pods name for their owner `name` (normally one)."""
     return {
         j.pod.owner.uid for j in item.pods if j.pod.owner is not None and j.pod.owner.name == name
@@ -303,7 +322,7 @@ def _changed(rt: Runtime, target: Target, reason: str) -> None:
 
 
 def _resolve_scalable(
-    rt: Runtime, target: Target, item: ReclaimPlan
+    rt: Runtime, target: Target, item: StopItem
 ) -> tuple[str, str, dict[str, Any], set[str]] | str | None:
     """Follow Pod → ReplicaSet → Deployment through ownerReferences: (kind, path, object, the
     uids the object may have); None when it is gone; why, when it is not the one judged."""
@@ -343,7 +362,7 @@ def _resolve_scalable(
     return obj["kind"], path, obj, expected
 
 
-def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+def _scale_to_zero(rt: Runtime, target: Target, item: StopItem, why: str) -> ObjectRef | None:
     resolved = _resolve_scalable(rt, target, item)
     if resolved is None:
         rt.log.info("idle.reclaim.gone", target=target.key)
@@ -397,7 +416,7 @@ def _scale_to_zero(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> 
     )
 
 
-def _suspend_job(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+def _suspend_job(rt: Runtime, target: Target, item: StopItem, why: str) -> ObjectRef | None:
     path = object_path("batch/v1", "jobs", target.namespace, target.name)
     try:
         job = rt.kube.get(path)
@@ -432,7 +451,7 @@ def _suspend_job(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> Ob
 
 
 def _abort_volcano_job(
-    rt: Runtime, target: Target, item: ReclaimPlan, why: str
+    rt: Runtime, target: Target, item: StopItem, why: str, *, tag: str, event_reason: str
 ) -> ObjectRef | None:
     path = object_path(VOLCANO_JOB_API, "jobs", target.namespace, target.name)
     try:
@@ -445,7 +464,7 @@ def _abort_volcano_job(
         _changed(rt, target, other)
         return None
     warned = min(int(j.warned_at or rt.now) for j in item.pods)
-    name = f"{target.name[:40]}-idle-{warned}"
+    name = f"{target.name[:40]}-{tag}-{warned}"
     command = {
         "apiVersion": "bus.volcano.sh/v1alpha1",
         "kind": "Command",
@@ -458,7 +477,7 @@ def _abort_volcano_job(
         },
         "action": "AbortJob",
         "target": {"apiVersion": VOLCANO_JOB_API, "kind": "Job", "name": target.name, "uid": uid},
-        "reason": "IdleReclaimed",
+        "reason": event_reason,
         "message": why[:1000],
     }
     try:
@@ -487,7 +506,9 @@ def _abort_volcano_job(
     )
 
 
-def _delete_pod(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> ObjectRef | None:
+def _delete_pod(
+    rt: Runtime, target: Target, item: StopItem, why: str, *, failed_reason: str
+) -> ObjectRef | None:
     judgement = item.pods[0]
     ref = pod_ref(judgement)
     # The IdleReclaimed Event is recorded by `reclaim` after the delete succeeded.
@@ -506,8 +527,6 @@ def _delete_pod(rt: Runtime, target: Target, item: ReclaimPlan, why: str) -> Obj
         raise
     except ControllerError as error:
         # Logged and counted by Runtime.guarded; the Event tells the pod's owner.
-        rt.events.emit(
-            ref, "IdleReclaimFailed", f"{why}; deleting the pod failed: {error}", warning=True
-        )
+        rt.events.emit(ref, failed_reason, f"{why}; deleting the pod failed: {error}", warning=True)
         raise
     return ref

@@ -3,7 +3,9 @@ whether it may be preempted, and what a team holds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from controller.config import FleetView
 from controller.observe.model import Pod, family
@@ -52,6 +54,26 @@ class Target:
     @property
     def key(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+class Judged(Protocol):
+    """A pod judged for a stop, and when it was warned (None: not warned)."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def warned_at(self) -> float | None: ...
+
+
+class StopItem(Protocol):
+    """A workload to stop (idle reclaim, lifetime stop): its target and the pods judged."""
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def pods(self) -> Sequence[Judged]: ...
 
 
 def reclaim_target(pod: Pod) -> Target:

@@ -263,6 +263,7 @@ class Pod:
     required_affinity: tuple[dict[str, Any], ...] = ()
     grace_seconds: int | None = None
     containers: tuple[dict[str, Any], ...] = ()
+    active_deadline_seconds: int | None = None
 
     @property
     def key(self) -> str:
@@ -446,6 +447,7 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
         required_affinity=tuple(plain(t) for t in terms),
         grace_seconds=_integer(spec, "terminationGracePeriodSeconds", "spec"),
         containers=tuple(_slim_container(c) for c in containers),
+        active_deadline_seconds=_integer(spec, "activeDeadlineSeconds", "spec"),
     )
 
 

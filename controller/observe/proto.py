@@ -271,6 +271,9 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
             else None
         ),
         containers=tuple(_slim_container(c) for c in spec.containers),
+        active_deadline_seconds=(
+            spec.activeDeadlineSeconds if spec.HasField("activeDeadlineSeconds") else None
+        ),
     )
 
 

@@ -23,7 +23,8 @@ DESCRIPTION = (
     "reset or reboot through the node's remediation-request annotation, validate with the NVML "
     "health check, return to service or hand to a person for replacement. Every step is asked "
     "of OPA (fleetplane/decisions/health); never more than health.max_unavailable of a pool at "
-    "once. Stuck and orphaned work: maximum runtime, orphans, stragglers."
+    "once. (Work past its maximum runtime, orphans and stragglers are the reconcile pass's "
+    "lifetime concern.)"
 )
 
 

@@ -23,8 +23,6 @@ class HealthSettings:
     signal_window_seconds, stale_after_seconds, hot_for_seconds: how evidence is read.
     checkpoint_window_seconds, checkpoint_max_age_seconds: the drain's patience.
     remediation_timeout_seconds, validation_timeout_seconds: when a remedy is given up.
-    max_runtime_grace_seconds: warning to stop, for work past its maximum runtime.
-    straggler_*: the straggler report.
     thermal: model label value -> (hot_c, cool_c).
     pool_models: pool -> the node label and value of its model (for the thermal lines).
     scrape_interval_seconds: DCGM's scrape interval (expected samples, subquery step).
@@ -39,14 +37,9 @@ class HealthSettings:
     checkpoint_max_age_seconds: int = 900
     remediation_timeout_seconds: int = 3600
     validation_timeout_seconds: int = 1800
-    max_runtime_grace_seconds: int = 1800
-    straggler_window_seconds: int = 1800
-    straggler_util_percent: float = 5
-    busy_util_percent: float = 50
     scrape_interval_seconds: int = 15
     thermal: dict[str, tuple[float, float]] = field(default_factory=dict)
     upgrade: UpgradeSettings | None = None
-    workload_max_runtime: dict[str, int | None] = field(default_factory=dict)
 
     def limit(self, pool_nodes: int) -> int:
         resolved = resolve_max_unavailable(self.max_unavailable, pool_nodes)
@@ -81,8 +74,6 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         "checkpoint_max_age_seconds",
         "remediation_timeout_seconds",
         "validation_timeout_seconds",
-        "max_runtime_grace_seconds",
-        "straggler_window_seconds",
     ):
         value = section.get(key)
         if value is None:
@@ -91,14 +82,6 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
             problems.append(f"health.{key}: must be a non-negative integer")
         else:
             values[key] = value
-    for key in ("straggler_util_percent", "busy_util_percent"):
-        value = section.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 100:
-            problems.append(f"health.{key}: must be a number from 0 to 100")
-        else:
-            values[key] = float(value)
     scrape = fleet.controller.get("scrape_interval_seconds", 15)
     if isinstance(scrape, int | float) and not isinstance(scrape, bool) and scrape > 0:
         values["scrape_interval_seconds"] = int(scrape)
@@ -117,10 +100,6 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
             continue
         thermal[str(model.get("label_value", name))] = (float(hot), float(cool))
     values["thermal"] = thermal
-    values["workload_max_runtime"] = {
-        name: (wt.get("default_max_runtime_seconds") if isinstance(wt, dict) else None)
-        for name, wt in (raw.get("workload_types") or {}).items()
-    }
     try:
         values["upgrade"] = upgrade_settings(fleet)
     except ConfigProblems as error:

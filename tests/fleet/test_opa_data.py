@@ -22,6 +22,7 @@ TOP_LEVEL = {
     "pools",
     "upgrade",
     "health",
+    "lifetime",
     "gpu_operator",
     "system_namespaces",
     "platform",

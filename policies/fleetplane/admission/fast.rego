@@ -240,6 +240,8 @@ fast_unusual_field(field, probe) if {
 fast_read_annotation(key) if {
 	key in {
 		"fleetplane.dev/idle-warned-at", "fleetplane.dev/reclaim-deadline",
+		"fleetplane.dev/runtime-warned-at", "fleetplane.dev/stop-deadline", "fleetplane.dev/orphan-found-at",
+		"fleetplane.dev/straggler-reported-at",
 		"fleetplane.dev/reclaimed-at", "fleetplane.dev/reclaimed-replicas", "fleetplane.dev/reclaim-reason",
 		"fleetplane.dev/preempted-by", "fleetplane.dev/preempted-at", "fleetplane.dev/preemption-reason",
 		"fleetplane.dev/preemption-victims", "scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name",

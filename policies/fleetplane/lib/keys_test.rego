@@ -34,6 +34,12 @@ test_platform_owned_keys if {
 	lib.keys.preemptible in lib.platform_owned.labels
 	lib.keys.idle_warned_at in lib.platform_owned.annotations
 	lib.keys.reclaim_deadline in lib.platform_owned.annotations
+	lib.keys.runtime_warned_at in lib.platform_owned.annotations
+	lib.keys.stop_deadline in lib.platform_owned.annotations
+	lib.keys.orphan_found_at in lib.platform_owned.annotations
+	lib.keys.straggler_reported_at in lib.platform_owned.annotations
+	not lib.keys.checkpoint_interval_seconds in lib.platform_owned.annotations
+	not lib.keys.straggler_action in lib.platform_owned.labels
 	"scheduling.k8s.io/group-name" in lib.platform_owned.annotations
 	not lib.keys.approval_id in lib.platform_owned.annotations
 	not lib.keys.workload_type in lib.platform_owned.labels

@@ -222,7 +222,12 @@ config := {
 			"teams": [],
 		},
 	},
-	"health": {"max_unavailable": "10%", "max_runtime_grace_seconds": 1800},
+	"health": {"max_unavailable": "10%"},
+	"lifetime": {
+		"stop_grace_seconds": 1800, "checkpoint_window_seconds": 3600, "checkpoint_slack_seconds": 300,
+		"orphan_grace_seconds": 300, "straggler_window_seconds": 1800, "straggler_util_percent": 5,
+		"busy_util_percent": 50,
+	},
 	"system_namespaces": [
 		"kube-system",
 		"kube-public",

@@ -1,12 +1,12 @@
 # METADATA
 # title: Health decision
 # description: >-
-#   May the controller take this step of GPU health remediation, or of the
-#   stuck-work rules, now? Every step is asked: quarantining a node, cordoning
-#   a hot one, draining it, evicting pods, requesting a reset or reboot,
-#   validating, returning it to service, marking it for replacement, stopping
-#   work past its maximum runtime, reclaiming orphaned pods, acting on a
-#   straggler. Allowed only on explicit evidence; missing input never allows.
+#   May the controller take this step of GPU health remediation now? Every
+#   step is asked: quarantining a node, cordoning a hot one, draining it,
+#   evicting pods, requesting a reset or reboot, validating, returning it to
+#   service, marking it for replacement. (How long work lives, orphans and
+#   stragglers are the lifetime decision's.) Allowed only on explicit
+#   evidence; missing input never allows.
 package fleetplane.decisions.health
 
 import data.fleetplane.config
@@ -43,18 +43,14 @@ node_actions := {
 	"validate", "return", "uncordon-cool", "needs-replacement",
 }
 
-pod_actions := {"runtime-stop", "orphan-reclaim", "straggler-act"}
-
 input_problems contains "input must be an object" if not is_object(input)
 
-input_problems contains sprintf("input.action must be one of %s", [concat(", ", sort([a | some a in (node_actions | pod_actions)]))]) if {
+input_problems contains sprintf("input.action must be one of %s", [concat(", ", sort([a | some a in node_actions]))]) if {
 	is_object(input)
 	not valid_action
 }
 
 valid_action if input.action in node_actions
-
-valid_action if input.action in pod_actions
 
 input_problems contains "input.now must be a non-negative integer" if {
 	is_object(input)
@@ -69,11 +65,6 @@ input_problems contains "input.node must be a Node object with metadata" if {
 input_problems contains "input.pool must be a non-empty string" if {
 	input.action in node_actions
 	not workloads.non_empty_string(input.pool)
-}
-
-input_problems contains "input.pod must be a Pod object with metadata" if {
-	input.action in pod_actions
-	not is_object(input.pod.metadata)
 }
 
 # ----------------------------------------------------------------- facts
@@ -126,14 +117,6 @@ required_checks contains "evictions_explained" if input.action == "evict"
 
 required_checks contains "remedy" if input.action == "request-remediation"
 
-required_checks contains "past_max_runtime" if input.action == "runtime-stop"
-
-required_checks contains "warned_long_enough" if input.action == "runtime-stop"
-
-required_checks contains "orphaned" if input.action == "orphan-reclaim"
-
-required_checks contains "straggler_opt_in" if input.action == "straggler-act"
-
 passed contains "node_in_pool" if node_labels[lib.keys.pool] == input.pool
 
 passed contains "fault" if {
@@ -169,26 +152,6 @@ passed contains "evictions_explained" if {
 
 passed contains "remedy" if input.remedy in {"gpu-reset", "reboot"}
 
-passed contains "past_max_runtime" if {
-	is_number(input.runtime_seconds)
-	is_number(input.max_runtime_seconds)
-	input.max_runtime_seconds > 0
-	input.runtime_seconds > input.max_runtime_seconds
-}
-
-passed contains "warned_long_enough" if {
-	is_number(input.warned_at)
-	input.now >= input.warned_at + object.get(health, "max_runtime_grace_seconds", 1800)
-}
-
-passed contains "orphaned" if input.orphan in {"owner-gone", "job-failed"}
-
-# Acting on a straggler is the workload owner's choice: the pod says so.
-passed contains "straggler_opt_in" if {
-	input.pod.metadata.labels["fleetplane.dev/straggler-action"] == "restart"
-	input.straggler == true
-}
-
 # ---------------------------------------------------------------- reasons
 
 failures["node_in_pool"] := sprintf("the node's %s label is %s, not %s", [lib.keys.pool, json.marshal(object.get(node_labels, lib.keys.pool, null)), json.marshal(object.get(input, "pool", null))])
@@ -204,14 +167,6 @@ failures["state"] := sprintf("%s is not a step from state %s", [input.action, js
 failures["evictions_explained"] := "every eviction must name its pod and why"
 
 failures["remedy"] := sprintf("remedy %s is not one a node can be asked for (gpu-reset, reboot)", [json.marshal(object.get(input, "remedy", null))])
-
-failures["past_max_runtime"] := sprintf("runtime %s is not past the maximum %s", [json.marshal(object.get(input, "runtime_seconds", null)), json.marshal(object.get(input, "max_runtime_seconds", null))])
-
-failures["warned_long_enough"] := sprintf("warned at %s; the grace of %vs has not passed", [json.marshal(object.get(input, "warned_at", null)), object.get(health, "max_runtime_grace_seconds", 1800)])
-
-failures["orphaned"] := sprintf("orphan reason %s is neither owner-gone nor job-failed", [json.marshal(object.get(input, "orphan", null))])
-
-failures["straggler_opt_in"] := "acting on a straggler needs the pod's label fleetplane.dev/straggler-action=restart"
 
 failure(check) := msg if {
 	msg := failures[check]

@@ -92,35 +92,9 @@ test_evictions_must_be_explained if {
 	not decide(base).allow
 }
 
-pod := {"metadata": {"name": "train-0", "namespace": "ml", "labels": {}}}
-
-runtime := {"action": "runtime-stop", "pod": pod, "runtime_seconds": 90000, "max_runtime_seconds": 86400, "warned_at": now - 1800, "now": now}
-
-test_runtime_stop_after_the_grace if {
-	decide(runtime).allow
-	not decide(with_(runtime, {"warned_at": now - 1799})).allow
-	not decide(with_(runtime, {"runtime_seconds": 86400})).allow
-	not decide(object.remove(runtime, ["warned_at"])).allow
-	not decide(object.remove(runtime, ["max_runtime_seconds"])).allow
-}
-
-test_orphans if {
-	decide({"action": "orphan-reclaim", "pod": pod, "orphan": "owner-gone", "now": now}).allow
-	decide({"action": "orphan-reclaim", "pod": pod, "orphan": "job-failed", "now": now}).allow
-	not decide({"action": "orphan-reclaim", "pod": pod, "orphan": "looks-idle", "now": now}).allow
-}
-
-test_stragglers_only_on_opt_in if {
-	request := {"action": "straggler-act", "pod": pod, "straggler": true, "now": now}
-	not decide(request).allow
-	opted := object.union(pod, {"metadata": {"labels": {"fleetplane.dev/straggler-action": "restart"}}})
-	decide(with_(request, {"pod": opted})).allow
-	not decide(with_(request, {"pod": opted, "straggler": false})).allow
-}
-
 test_missing_input_never_allows if {
 	decide({}).reasons == [
-		"input.action must be one of cordon-hot, drain, evict, needs-replacement, orphan-reclaim, quarantine, request-remediation, return, runtime-stop, straggler-act, uncordon-cool, validate",
+		"input.action must be one of cordon-hot, drain, evict, needs-replacement, quarantine, request-remediation, return, uncordon-cool, validate",
 		"input.now must be a non-negative integer",
 	]
 	not decide(object.remove(quarantine, ["node"])).allow

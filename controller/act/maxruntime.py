@@ -1,0 +1,153 @@
+"""Work past its maximum runtime: warn, then stop the workload.
+
+The warning is state on the pod (`fleetplane.dev/runtime-warned-at`, `fleetplane.dev/stop-deadline`:
+epoch seconds; the deadline is the earliest stop, the end of the grace), with a Warning Event
+`MaxRuntimeWarning` saying when and how the workload will be stopped. The stop asks
+`fleetplane/decisions/lifetime` (`runtime-stop`) for every pod of the workload, then stops it
+as idle reclamation does for its owner kind (`act.idle.stop_workload`: scale to zero, suspend,
+abort a Volcano Job, delete a bare pod), with an Event `MaxRuntimeStopped` on the workload and
+its pods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.act.idle import pod_ref, stop_workload
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.decide.maxruntime import RuntimeJudgement, RuntimePlan, StopPlan, Verdict
+from controller.errors import NotFoundError
+from controller.observe.kube import pod_path
+from controller.observe.model import format_time
+from fleet import labels as keys
+
+CONCERN = "lifetime"
+
+
+def act_on_runtime(rt: Runtime, plan: RuntimePlan) -> set[str]:
+    """Carry out the plan; the uids of the pods whose workload was stopped."""
+    for verdict, count in plan.counts().items():
+        rt.summary.set("lifetime_pods", count, check="max-runtime", verdict=verdict)
+    for judgement in plan.judgements:
+        if judgement.verdict is Verdict.NO_EVIDENCE:
+            rt.log.info(
+                "lifetime.runtime.no-evidence",
+                pod=judgement.pod.key,
+                reason=judgement.reason,
+                action="none",
+            )
+        elif judgement.verdict in (Verdict.WAITING, Verdict.STOP):
+            rt.log.info(
+                "lifetime.runtime.judged",
+                pod=judgement.pod.key,
+                verdict=judgement.verdict.value,
+                reason=judgement.reason,
+            )
+    for target, reason in plan.held:
+        rt.log.info("lifetime.runtime.held", target=target.key, reason=reason)
+        rt.summary.action(CONCERN, "runtime-stop", "held")
+        if rt.dry_run:
+            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
+    rt.each(
+        plan.warn,
+        lambda j: rt.guarded(CONCERN, "runtime-warn", j.pod.key, lambda: warn(rt, j)),
+    )
+    done = rt.each(
+        plan.stop,
+        lambda s: rt.guarded(CONCERN, "runtime-stop", s.target.key, lambda: stop(rt, s)),
+    )
+    return {j.pod.uid for item, ok in zip(plan.stop, done, strict=True) if ok for j in item.pods}
+
+
+def warn(rt: Runtime, judgement: RuntimeJudgement) -> bool:
+    pod = judgement.pod
+    warned_at = int(rt.now)
+    assert judgement.deadline is not None and judgement.stop_at is not None
+    deadline = int(judgement.deadline)
+    stop_at = int(judgement.stop_at)
+    message = (
+        f"{judgement.reason}. Its workload will be stopped after {format_time(stop_at)} "
+        f"(grace ends {format_time(deadline)}); checkpoint before then"
+    )
+    if rt.dry_run:
+        rt.would(CONCERN, "runtime-warn", pod.key, message)
+        return True
+    replaced: list[str] = []
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            metadata = current.get("metadata") or {}
+            if str(metadata.get("uid") or "") != pod.uid:
+                replaced.append(str(metadata.get("uid") or ""))
+                return None  # another pod under the same name: not the one judged
+            if keys.RUNTIME_WARNED_AT in (metadata.get("annotations") or {}):
+                return None  # warned meanwhile
+        return {
+            "metadata": {
+                "annotations": {
+                    keys.RUNTIME_WARNED_AT: str(warned_at),
+                    keys.STOP_DEADLINE: str(deadline),
+                }
+            }
+        }
+
+    try:
+        written = patch_fresh(
+            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
+        )
+    except NotFoundError:
+        rt.log.info("lifetime.runtime-warn.gone", pod=pod.key)
+        return False
+    if written is None:
+        rt.log.info("lifetime.runtime-warn.already", pod=pod.key, replaced=replaced)
+        return False
+    rt.events.emit(pod_ref(judgement), "MaxRuntimeWarning", message, warning=True)
+    rt.done(CONCERN, "runtime-warn", pod.key, judgement.reason, deadline=deadline, stop_at=stop_at)
+    return True
+
+
+def stop(rt: Runtime, item: StopPlan) -> bool:
+    target = item.target
+    reasons: list[str] = []
+    for judgement in item.pods:
+        decision = rt.opa.decide("lifetime", judgement.opa_input(rt.now))
+        if not decision.allow:
+            rt.log.info(
+                "lifetime.runtime-stop.denied",
+                target=target.key,
+                pod=judgement.pod.key,
+                reasons=list(decision.reasons),
+            )
+            rt.summary.action(CONCERN, "runtime-stop", "denied")
+            return False
+        reasons.extend(decision.reasons)
+    why = f"stopped past its maximum runtime ({target.method}): {item.pods[0].reason}"
+    if reasons:
+        why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
+    if rt.dry_run:
+        rt.would(
+            CONCERN,
+            f"runtime-stop ({target.method})",
+            f"{target.kind} {target.namespace}/{target.name}",
+            why,
+        )
+        return True
+    ref = stop_workload(
+        rt,
+        item,
+        why,
+        tag="maxrt",
+        event_reason="MaxRuntimeStopped",
+        failed_reason="MaxRuntimeStopFailed",
+    )
+    if ref is None:
+        return False
+    rt.events.emit(ref, "MaxRuntimeStopped", why, warning=True)
+    if ref.kind != "Pod":
+        for judgement in item.pods:
+            rt.events.emit(
+                pod_ref(judgement), "MaxRuntimeStopped", f"{why} (via {ref})", warning=True
+            )
+    rt.done(CONCERN, "runtime-stop", target.key, why, method=target.method)
+    return True

@@ -1,0 +1,123 @@
+"""Gang stragglers: report (annotation + Warning Event), and restart where the policy allows.
+
+Reporting writes `fleetplane.dev/straggler-reported-at` on the pod and a Warning Event
+`Straggler` with the evidence, once per straggler window. Restarting (only for a straggler
+already reported, opted in with `fleetplane.dev/straggler-action=restart`) asks
+`fleetplane/decisions/lifetime` (`straggler-restart`), then deletes the pod with a uid
+precondition so that its controller creates it again; the Event `StragglerRestarted` is written
+once the delete succeeded (an Event outlives its pod).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.act.idle import pod_ref
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.decide.stragglers import StragglerJudgement, StragglerPlan, Verdict
+from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
+from controller.observe.kube import pod_path
+from fleet import labels as keys
+
+CONCERN = "lifetime"
+
+
+def act_on_stragglers(rt: Runtime, plan: StragglerPlan) -> set[str]:
+    """Carry out the plan; the uids of the pods restarted."""
+    for verdict in Verdict:
+        rt.summary.set(
+            "lifetime_pods",
+            plan.counts().get(verdict.value, 0),
+            check="straggler",
+            verdict=verdict.value,
+        )
+    for judgement in plan.judgements:
+        if judgement.verdict is Verdict.UNKNOWN:
+            rt.log.info(
+                "lifetime.straggler.unknown",
+                pod=judgement.pod.key,
+                reason=judgement.reason,
+                action="none",
+            )
+        elif judgement.verdict is Verdict.REPORTED:
+            rt.log.info(
+                "lifetime.straggler.reported", pod=judgement.pod.key, reason=judgement.reason
+            )
+    for judgement in plan.held:
+        why = "a bare pod: deleting it would not start it again"
+        rt.log.info("lifetime.straggler-restart.held", pod=judgement.pod.key, reason=why)
+        rt.summary.action(CONCERN, "straggler-restart", "held")
+    rt.each(
+        plan.report,
+        lambda j: rt.guarded(CONCERN, "straggler-report", j.pod.key, lambda: report(rt, j)),
+    )
+    done = rt.each(
+        plan.restart,
+        lambda j: rt.guarded(CONCERN, "straggler-restart", j.pod.key, lambda: restart(rt, j)),
+    )
+    return {j.pod.uid for j, ok in zip(plan.restart, done, strict=True) if ok}
+
+
+def report(rt: Runtime, judgement: StragglerJudgement) -> bool:
+    pod = judgement.pod
+    then = (
+        "it will be restarted on a later pass if it still straggles, where the lifetime policy allows"
+        if judgement.opted_in
+        else f"reported only (label {keys.STRAGGLER_ACTION}=restart opts in to a restart)"
+    )
+    message = f"Straggler of its gang: {judgement.reason}; {then}"
+    if rt.dry_run:
+        rt.would(CONCERN, "straggler-report", pod.key, message)
+        return True
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None and str((current.get("metadata") or {}).get("uid")) != pod.uid:
+            return None  # another pod under the same name
+        return {"metadata": {"annotations": {keys.STRAGGLER_REPORTED_AT: str(int(rt.now))}}}
+
+    try:
+        written = patch_fresh(
+            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
+        )
+    except NotFoundError:
+        return False
+    if written is None:
+        return False
+    rt.events.emit(pod_ref(judgement), "Straggler", message, warning=True)
+    rt.done(CONCERN, "straggler-report", pod.key, judgement.reason, gang=judgement.gang)
+    return True
+
+
+def restart(rt: Runtime, judgement: StragglerJudgement) -> bool:
+    pod = judgement.pod
+    decision = rt.opa.decide("lifetime", judgement.opa_input(rt.now, rt.fleet.lifetime))
+    if not decision.allow:
+        rt.log.info(
+            "lifetime.straggler-restart.denied", pod=pod.key, reasons=list(decision.reasons)
+        )
+        rt.summary.action(CONCERN, "straggler-restart", "denied")
+        return False
+    why = f"straggler restarted (deleted for its controller to start again): {judgement.reason}; policy: {decision.because()}"
+    if rt.dry_run:
+        rt.would(CONCERN, "straggler-restart", pod.key, why)
+        return True
+    ref = pod_ref(judgement)
+    try:
+        rt.kube.delete(pod_path(pod.namespace, pod.name), {"preconditions": {"uid": pod.uid}})
+    except NotFoundError:
+        rt.log.info("lifetime.straggler-restart.gone", pod=pod.key)
+        return False
+    except ConflictError:
+        rt.log.info("lifetime.straggler-restart.replaced", pod=pod.key)
+        return False
+    except InjectedFault:
+        raise
+    except ControllerError as error:
+        rt.events.emit(
+            ref, "StragglerRestartFailed", f"{why}; deleting the pod failed: {error}", warning=True
+        )
+        raise
+    rt.events.emit(ref, "StragglerRestarted", why, warning=True)
+    rt.done(CONCERN, "straggler-restart", pod.key, why, gang=judgement.gang)
+    return True
