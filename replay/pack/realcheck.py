@@ -24,6 +24,7 @@ so a share cannot be asked for on the real scheduler.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -236,7 +237,9 @@ def run_on_volcano(
     placement: dict[str, str | None] = {}
     timed_out: list[str] = []
     for index, pod in enumerate(pods):
-        client.create(pod_path(namespace), pod_manifest(pod, namespace=namespace, queue=queue, run=run))
+        client.create(
+            pod_path(namespace), pod_manifest(pod, namespace=namespace, queue=queue, run=run)
+        )
         deadline = time.monotonic() + per_pod_timeout
         while True:
             got = client.get(pod_path(namespace, pod.name))
@@ -262,10 +265,8 @@ def clean_up(client: KubeClient, *, namespace: str, nodes: Sequence[TraceNode], 
     paths += [f"/api/v1/nodes/{n.name}" for n in nodes]
     paths.append(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")
     for path in paths:
-        try:
+        with contextlib.suppress(NotFoundError):
             client.delete(path, {"gracePeriodSeconds": 0})
-        except NotFoundError:
-            pass
 
 
 # --- the model beside it ---------------------------------------------------------------------

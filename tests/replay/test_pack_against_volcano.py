@@ -19,7 +19,8 @@ from controller.observe.kube import KubeClient, namespace_path
 from localfleet.controlplane import LocalCluster
 from localfleet.volcano import SCHEDULE_PERIOD
 from replay.pack import realcheck
-from replay.pack.volcano import SHIPPED, VolcanoScoring
+from replay.pack.experiment import VOLCANO_VARIANTS
+from replay.pack.volcano import SHIPPED, VolcanoScoring, gpu_binpack_tiers
 from replay.trace import DEFAULT_TRACE_DIR, read_nodes, read_pod_requests
 
 pytestmark = pytest.mark.integration
@@ -62,9 +63,7 @@ def has_default_service_account(client: KubeClient, namespace: str) -> bool:
         return False
 
 
-def check(
-    kube: LocalCluster, configuration: str, policy: VolcanoScoring
-) -> realcheck.Comparison:
+def check(kube: LocalCluster, configuration: str, policy: VolcanoScoring) -> realcheck.Comparison:
     trace = Path(DEFAULT_TRACE_DIR)
     drawn = realcheck.sample(
         read_pod_requests(trace / "openb_pod_list_default.csv"),
@@ -79,9 +78,7 @@ def check(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": run}},
         )
-        client.create(
-            "/apis/scheduling.volcano.sh/v1beta1/queues", realcheck.queue_manifest(run)
-        )
+        client.create("/apis/scheduling.volcano.sh/v1beta1/queues", realcheck.queue_manifest(run))
         realcheck.create_nodes(client, drawn.nodes, run, timeout=60)
         kube._wait(
             "the namespace's default ServiceAccount",
@@ -103,6 +100,21 @@ def test_the_model_of_the_shipped_configuration_places_as_volcano_does(
     kube: LocalCluster, fast_volcano: Any
 ) -> None:
     comparison = check(kube, "shipped", VolcanoScoring(SHIPPED))
+    assert not comparison.timed_out, comparison.text()
+    assert comparison.tie_aware.share >= AGREEMENT, comparison.text()
+    assert comparison.tie_aware.unplaced_real == comparison.tie_aware.unplaced_model, (
+        comparison.text()
+    )
+
+
+def test_the_model_of_the_proposed_gpu_binpack_places_as_volcano_does(
+    kube: LocalCluster, fast_volcano: Any
+) -> None:
+    """The proposed default (`volcano:gpu-binpack`) run by the real scheduler: the model of it
+    agrees as well, and with the same pods it leaves no more unplaced than the shipped one's
+    model does."""
+    restart_scheduler(fast_volcano, period=FAST_PERIOD, tiers=gpu_binpack_tiers())
+    comparison = check(kube, "volcano:gpu-binpack", VolcanoScoring(VOLCANO_VARIANTS["gpu-binpack"]))
     assert not comparison.timed_out, comparison.text()
     assert comparison.tie_aware.share >= AGREEMENT, comparison.text()
     assert comparison.tie_aware.unplaced_real == comparison.tie_aware.unplaced_model, (
