@@ -259,8 +259,30 @@ def run_on_volcano(
     return RealRun(placement=placement, seconds=time.monotonic() - began, timed_out=timed_out)
 
 
-def clean_up(client: KubeClient, *, namespace: str, nodes: Sequence[TraceNode], queue: str) -> None:
-    """Delete the check's namespace (its pods), nodes and queue; what is gone already is fine."""
+def clean_up(
+    client: KubeClient,
+    *,
+    namespace: str,
+    nodes: Sequence[TraceNode],
+    queue: str,
+    timeout: float = 60.0,
+) -> None:
+    """Delete the check's pods and wait until they are gone, then its namespace, nodes and
+    queue; what is gone already is fine. Waiting matters: a later check creates nodes of the
+    same names, and pods of this one still terminating there would fill them in Volcano's
+    view (not in the model's)."""
+    with contextlib.suppress(NotFoundError):
+        client.delete(pod_path(namespace), {"gracePeriodSeconds": 0})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not client.list(pod_path(namespace)):
+                break
+        except NotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        raise TimeoutError(f"pods of {namespace} still there after {timeout:.0f} s")
     paths = [namespace_path(namespace)]
     paths += [f"/api/v1/nodes/{n.name}" for n in nodes]
     paths.append(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")
