@@ -211,6 +211,9 @@ class LocalVolcano:
     fleet: FleetConfig
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     log: Callable[[str], None] = field(default=lambda message: None)
+    schedule_period: str = SCHEDULE_PERIOD
+    """How often vc-scheduler runs a session (a test that waits for one pod at a time
+    restarts it with a shorter one)."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, init=False)
     ports: dict[str, int] = field(default_factory=dict, init=False)
 
@@ -322,7 +325,7 @@ class LocalVolcano:
             kubeconfig,
             "--leader-elect=false",
             f"--scheduler-conf={self.work_dir / 'volcano-scheduler.conf'}",
-            f"--schedule-period={SCHEDULE_PERIOD}",
+            f"--schedule-period={self.schedule_period}",
             f"--listen-address=127.0.0.1:{self.ports['scheduler']}",
             "--enable-healthz=true",
             f"--healthz-address=127.0.0.1:{self.ports['scheduler-healthz']}",

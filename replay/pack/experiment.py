@@ -24,7 +24,7 @@ import numpy as np
 from replay.pack.cluster import Cluster
 from replay.pack.fragmentation import Fragmentation, typical_pods
 from replay.pack.policies import POLICIES, Context, Policy
-from replay.pack.volcano import VolcanoScoring, VolcanoWeights
+from replay.pack.volcano import VolcanoScoring, VolcanoWeights, gpu_binpack_tiers
 from replay.trace import PodRequest, TraceNode
 
 TUNE_RATIO = 1.3
@@ -84,14 +84,7 @@ def policy_named(name: str) -> Policy:
 
 VOLCANO_VARIANTS: dict[str, VolcanoWeights] = {
     # Pack GPUs only: binpack on nvidia.com/gpu alone, no spreading by nodeorder.
-    "gpu-binpack": VolcanoWeights(
-        binpack=10,
-        binpack_cpu=0,
-        binpack_memory=0,
-        binpack_gpu=10,
-        least_requested=0,
-        balanced_resource=0,
-    ),
+    "gpu-binpack": VolcanoWeights.of(gpu_binpack_tiers()),
 }
 """Other configurations Volcano can express (`volcano:<name>`), to compare with the shipped one."""
 
@@ -137,7 +130,9 @@ def run_once(pods: Sequence[PodRequest], nodes: Sequence[TraceNode], policy: str
         if len(fitting) == 0:
             failed += 1
         else:
-            if policy != "random":
+            if policy != "random" and not policy.startswith("volcano"):
+                # Policies that break ties by name score one node per state; random picks
+                # (and Volcano's among equals) weigh every node.
                 fitting = cluster.distinct(fitting)
             node, gpus = place(ctx, d, fitting)
             cluster.place(node, d, gpus)

@@ -2,8 +2,10 @@
 as a pack-mode policy; and `shipped_placement`, the seam a test against the real vc-scheduler
 can compare with.
 
-Volcano sums the node scores of its enabled plugins and takes a node with the highest total
-(at random among equals). Of the shipped plugins, two score nodes for a pod:
+Volcano sums the node scores of its enabled plugins and takes a node with the highest total,
+at random among equals (`util.SelectBestNodeAndScore`: equal float totals, then
+`rand.Intn`); so does this model, with the experiment's generator. Of the shipped plugins,
+two score nodes for a pod:
 
 - binpack (pkg/scheduler/plugins/binpack): for each resource the pod requests that has a
   weight, weight x (used + requested) / allocatable; the sum divided by the weights' sum,
@@ -13,8 +15,13 @@ Volcano sums the node scores of its enabled plugins and takes a node with the hi
   integer arithmetic), balancedresource (1) is Kubernetes' BalancedAllocation over cpu, memory
   and nvidia.com/gpu (100 x (1 - the standard deviation of the requested fractions);
   resources the pod does not request are left out), mostrequested (0) is MostAllocated over
-  cpu and memory. Node and pod affinity, taints, image locality and topology spread give every
-  node of the experiment the same score, so they are left out.
+  cpu and memory. Node and pod affinity, image locality and topology spread give every node of
+  the experiment the same score (0, or skipped), tainttoleration (3) 100 to every node without
+  PreferNoSchedule taints: added as Volcano adds it, integers first and the binpack float
+  last, so that equal totals are equal as Volcano's are.
+
+`replay.pack.realcheck` holds this model against the real vc-scheduler (v1.15.1); see
+docs/replay.md, "The model against the real scheduler".
 
 GPU shares are what time-slicing gives the trace's sharing pods: the pod's share of one GPU,
 counted as that fraction of `nvidia.com/gpu` (predicates admit it when some GPU has room).
@@ -24,6 +31,7 @@ index first, for whole GPUs and shares alike.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +41,7 @@ import numpy as np
 from fleet import labels
 from fleet.volcano import SCHEDULER_TIERS, plugin_arguments
 from replay.pack.cluster import MILLI, Cluster, Demand
-from replay.pack.policies import Choice, Context, best_of, gpus_for
+from replay.pack.policies import Choice, Context, gpus_for
 from replay.trace import PodRequest, TraceNode
 
 MAX_NODE_SCORE = 100
@@ -50,6 +58,8 @@ class VolcanoWeights:
     least_requested: int = 1
     most_requested: int = 0
     balanced_resource: int = 1
+    taint_toleration: int = 3
+    """Every node scores 100 for it here (no PreferNoSchedule taints); 0 without nodeorder."""
 
     @classmethod
     def of(cls, tiers: list[dict[str, Any]]) -> VolcanoWeights:
@@ -67,13 +77,42 @@ class VolcanoWeights:
             out["least_requested"] = int(nodeorder.get("leastrequested.weight", 1))
             out["most_requested"] = int(nodeorder.get("mostrequested.weight", 0))
             out["balanced_resource"] = int(nodeorder.get("balancedresource.weight", 1))
+            out["taint_toleration"] = int(nodeorder.get("tainttoleration.weight", 3))
         else:
-            out |= {"least_requested": 0, "most_requested": 0, "balanced_resource": 0}
+            out |= {
+                "least_requested": 0,
+                "most_requested": 0,
+                "balanced_resource": 0,
+                "taint_toleration": 0,
+            }
         return cls(**out)
 
 
 SHIPPED = VolcanoWeights.of(SCHEDULER_TIERS)
 """The weights of the configuration components/volcano.py deploys."""
+
+
+def gpu_binpack_tiers(tiers: list[dict[str, Any]] = SCHEDULER_TIERS) -> list[dict[str, Any]]:
+    """The proposed configuration: the shipped tiers with binpack on accelerators only
+    (`binpack.cpu: 0`, `binpack.memory: 0`) and nodeorder's spreading off
+    (`leastrequested.weight: 0`, `balancedresource.weight: 0`); everything else as shipped.
+    Written as scheduler tiers, so the real vc-scheduler can run it too."""
+    out = copy.deepcopy(tiers)
+    for tier in out:
+        for plugin in tier.get("plugins", []):
+            if plugin.get("name") == "binpack":
+                plugin["arguments"] = {
+                    **(plugin.get("arguments") or {}),
+                    "binpack.cpu": 0,
+                    "binpack.memory": 0,
+                }
+            elif plugin.get("name") == "nodeorder":
+                plugin["arguments"] = {
+                    **(plugin.get("arguments") or {}),
+                    "leastrequested.weight": 0,
+                    "balancedresource.weight": 0,
+                }
+    return out
 
 
 class VolcanoScoring:
@@ -83,8 +122,11 @@ class VolcanoScoring:
         self.weights = weights
 
     def __call__(self, ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
+        """Give it every node the pod fits on, not one per state (`Cluster.distinct`): a
+        random pick among equals weighs each node alike, as Volcano's does."""
         scores = self.scores(ctx.cluster, d, nodes)
-        node = best_of(nodes, scores)
+        best = nodes[scores == scores.max()]
+        node = int(best[ctx.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
         return node, gpus_for(ctx, node, d, "first")
 
     def scores(self, c: Cluster, d: Demand, nodes: np.ndarray) -> np.ndarray:
@@ -95,7 +137,10 @@ class VolcanoScoring:
         cpu_after = cpu_alloc - c.cpu_left[nodes] + d.cpu
         mem_after = mem_alloc - c.memory_left[nodes] + d.memory
         gpu_after = gpu_alloc - c.left_total[nodes] + d.gpu_milli_total
-        total = np.zeros(len(nodes), dtype=float)
+        # Volcano's total: 0.0 + the node-order functions (nodeorder's image locality, 0,
+        # then binpack's float) + the batch scores (integers: leastrequested,
+        # balancedresource, tainttoleration, ...).
+        binpack = np.zeros(len(nodes), dtype=float)
         if w.binpack:
             parts, weight_sum = np.zeros(len(nodes)), 0
             for request, weight, used, alloc in (
@@ -105,29 +150,36 @@ class VolcanoScoring:
             ):
                 if request == 0 or weight == 0:
                     continue
-                parts += np.where(alloc > 0, weight * used / np.maximum(alloc, 1), 0.0)
+                parts += np.where(alloc > 0, used * float(weight) / np.maximum(alloc, 1), 0.0)
                 weight_sum += weight
             if weight_sum:
-                total += parts / weight_sum * MAX_NODE_SCORE * w.binpack
+                parts = parts / weight_sum
+            binpack = parts * float(MAX_NODE_SCORE * w.binpack)
+        batch = np.full(len(nodes), w.taint_toleration * MAX_NODE_SCORE, dtype=np.int64)
         if w.least_requested:
-            total += w.least_requested * _allocated_score(
+            batch += w.least_requested * _allocated_score(
                 cpu_after, cpu_alloc, mem_after, mem_alloc, least=True
             )
         if w.most_requested:
-            total += w.most_requested * _allocated_score(
+            batch += w.most_requested * _allocated_score(
                 cpu_after, cpu_alloc, mem_after, mem_alloc, least=False
             )
-        if w.balanced_resource:
+        if w.balanced_resource and (d.cpu or d.memory or d.num_gpu):
+            # Kubernetes skips BalancedAllocation for a pod that requests none of them.
             fractions = [
                 np.minimum(cpu_after / np.maximum(cpu_alloc, 1), 1.0),
                 np.minimum(mem_after / np.maximum(mem_alloc, 1), 1.0),
             ]
             if d.num_gpu:
                 fractions.append(np.minimum(gpu_after / np.maximum(gpu_alloc, 1), 1.0))
-            f = np.vstack(fractions)
-            std = np.abs(f[0] - f[1]) / 2 if len(f) == 2 else f.std(axis=0)
-            total += w.balanced_resource * ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
-        return total
+            if len(fractions) == 2:
+                std = np.abs((fractions[0] - fractions[1]) / 2)
+            else:
+                mean = (fractions[0] + fractions[1] + fractions[2]) / 3
+                spread = sum((f - mean) * (f - mean) for f in fractions)
+                std = np.sqrt(spread / 3)
+            batch += w.balanced_resource * ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return binpack + batch.astype(float)
 
 
 def _allocated_score(
@@ -156,8 +208,8 @@ def shipped_placement(
     pods: Sequence[PodRequest], nodes: Sequence[TraceNode], *, seed: int = 0
 ) -> list[tuple[str, str | None, tuple[int, ...]]]:
     """Where the replay's model of the shipped Volcano configuration puts each pod, in order,
-    without departures: (pod name, node name or None when it fits nowhere, GPU indices).
-    A test against the real vc-scheduler can compare its bindings with this."""
+    without departures: (pod name, node name or None when it fits nowhere, GPU indices);
+    ties drawn with `seed`. (`realcheck` compares the model with the real vc-scheduler.)"""
     cluster = Cluster(nodes)
     ctx = Context(cluster=cluster, rng=np.random.default_rng(seed))
     policy = VolcanoScoring()

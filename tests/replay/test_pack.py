@@ -10,7 +10,7 @@ from replay.pack.cluster import Cluster
 from replay.pack.experiment import run_once
 from replay.pack.fragmentation import Fragmentation, TypicalPods, typical_pods
 from replay.pack.policies import Context, fgd
-from replay.pack.volcano import SHIPPED, VolcanoWeights, shipped_placement
+from replay.pack.volcano import SHIPPED, VolcanoScoring, VolcanoWeights, shipped_placement
 from replay.trace import PodRequest, TraceNode
 
 NODE = TraceNode(name="n0", gpus=2, model="T4", cpu_milli=32000, memory_mib=65536)
@@ -81,6 +81,7 @@ def test_shipped_volcano_weights_are_read_from_the_configuration() -> None:
             least_requested=1,
             most_requested=0,
             balanced_resource=1,
+            taint_toleration=3,
         )
         == SHIPPED
     )
@@ -88,10 +89,40 @@ def test_shipped_volcano_weights_are_read_from_the_configuration() -> None:
 
 def test_shipped_placement_packs_gpus_onto_the_used_node() -> None:
     nodes = [NODE, TraceNode(name="n1", gpus=2, model="T4", cpu_milli=32000, memory_mib=65536)]
-    placed = shipped_placement([request("p1"), request("p2"), request("p3", gpus=2)], nodes)
-    # p2 joins p1 (binpack's GPU weight outweighs nodeorder's spreading); the 2-GPU pod then
-    # takes the other node whole.
-    assert placed == [("p1", "n0", (0,)), ("p2", "n0", (1,)), ("p3", "n1", (0, 1))]
+    for seed in range(4):
+        placed = shipped_placement(
+            [request("p1"), request("p2"), request("p3", gpus=2)], nodes, seed=seed
+        )
+        # p1 goes to either idle node; p2 joins it (binpack's GPU weight outweighs
+        # nodeorder's spreading); the 2-GPU pod then takes the other node whole.
+        first = placed[0][1]
+        other = "n1" if first == "n0" else "n0"
+        assert placed == [("p1", first, (0,)), ("p2", first, (1,)), ("p3", other, (0, 1))]
+
+
+def test_volcano_breaks_ties_at_random_over_every_equal_node() -> None:
+    """As vc-scheduler's SelectBestNodeAndScore: each of three idle, identical nodes gets the
+    first pod sometimes, not the first by name always."""
+    nodes = [
+        TraceNode(name=f"n{i}", gpus=2, model="T4", cpu_milli=32000, memory_mib=65536)
+        for i in range(3)
+    ]
+    chosen = {shipped_placement([request("p1")], nodes, seed=seed)[0][1] for seed in range(30)}
+    assert chosen == {"n0", "n1", "n2"}
+
+
+def test_volcano_score_is_the_real_schedulers_to_the_last_bit() -> None:
+    """vc-scheduler v1.15.1 (-v=5) scored a pod of 11.3 cores, 48 GiB and one GPU on an idle
+    T4 node of 104 cores, 512 GiB and two GPUs: binpack 433.5336538461538, batch 470
+    (leastrequested 89, balancedresource 81, tainttoleration 300), total 903.5336538461538;
+    on an idle P100 node of 16 cores, 120 GiB, two GPUs, binpack 508.85416666666674."""
+    t4 = TraceNode(name="t4", gpus=2, model="T4", cpu_milli=104000, memory_mib=524288)
+    p100 = TraceNode(name="p100", gpus=2, model="P100", cpu_milli=16000, memory_mib=122880)
+    cluster = Cluster([p100, t4])
+    pod = PodRequest(name="p", cpu_milli=11300, memory_mib=49152, num_gpu=1, gpu_milli=1000)
+    scores = VolcanoScoring().scores(cluster, cluster.demand(pod), np.array([0, 1]))
+    assert scores[1] == 903.5336538461538
+    assert scores[0] - (44 + 87 + 300) == pytest.approx(508.85416666666674, abs=1e-12)
 
 
 def test_fgd_leaves_fewer_gpus_unallocated_than_random_on_a_small_cluster() -> None:
