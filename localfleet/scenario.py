@@ -84,6 +84,10 @@ def _meta(name: str, namespace: str, workload_type: str | None, **extra: Any) ->
     return {"name": name, "namespace": namespace, "labels": meta_labels, **extra}
 
 
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TEAM_QUEUES = {"ml-research": "research", "serving": "serving", "analytics": "analytics"}
+
+
 def pod(
     name: str,
     namespace: str,
@@ -92,8 +96,11 @@ def pod(
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     meta = _meta(name, namespace, workload_type)
-    if annotations:
-        meta["annotations"] = annotations
+    # Every accelerator pod of a team names its team's queue (the gate requires it: see
+    # `_template_meta`).
+    named = {QUEUE_ANNOTATION: TEAM_QUEUES[namespace]} if namespace in TEAM_QUEUES else {}
+    if annotations or named:
+        meta["annotations"] = {**named, **(annotations or {})}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -101,15 +108,11 @@ NOTEBOOK = {labels.IDLE_TIMEOUT_SECONDS: "3600"}
 """Notebooks declare their idle timeout (the gate requires it)."""
 
 
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-TEAM_QUEUES = {"ml-research": "research", "serving": "serving", "analytics": "analytics"}
-
-
 def _template_meta(name: str, namespace: str, workload_type: str) -> dict[str, Any]:
     """A pod template's metadata, naming the team's queue: Volcano 1.15's PodGroup controller
     rebuilds the PodGroup of a workload of several pods from each pod and sets its queue from
     the pod's annotation only, so without it the second pod's update puts the group back in
-    the `default` queue, outside the team's quota (see README, what is left)."""
+    the `default` queue, outside the team's quota; the gate refuses such a template."""
     return {
         "labels": _meta(name, namespace, workload_type)["labels"],
         "annotations": {QUEUE_ANNOTATION: TEAM_QUEUES[namespace]},

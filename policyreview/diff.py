@@ -116,7 +116,8 @@ def generate_from_trace(
       1, 2, 4 or 8 h); LS -> inference Deployment (1-4 replicas); BE -> batch Job on spot
       (deadline from the trace runtime); otherwise training, a Volcano Job (1-4 workers, in
       the team's queue) from 4 GPUs per pod up, else a Job, half on spot (4 in 5 of those
-      declare a checkpoint);
+      declare a checkpoint); every accelerator template of a team namespace but a Volcano
+      Job's names the team's queue (`scheduling.volcano.sh/queue-name`);
     - model: one of the team's allowed GPU models (1 in 30 select none);
     - image: from the first allowed registry (1 in 30 from Docker Hub);
     - priority class: the type's first (1 in 50 another type's).
@@ -242,6 +243,11 @@ def _wrap(
     queue: str,
 ) -> Json:
     meta = {"name": name, "namespace": namespace}
+    volcano_job = workload_type == "training" and gpus >= 4
+    if workload_type is not None and namespace != "default" and not volcano_job:
+        # Every accelerator pod of a team names its team's queue (the gate's queue rule); a
+        # Volcano Job's pods are grouped by Volcano in the job's spec.queue instead.
+        template["metadata"]["annotations"][QUEUE_ANNOTATION] = queue
     if workload_type == "inference":
         spec = {"replicas": rng.randint(1, 4), "selector": {"matchLabels": {"app": name}}}
         spec["template"] = template
@@ -262,6 +268,8 @@ def _wrap(
     pod_meta = {**template["metadata"], **meta}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template["spec"]}
 
+
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 GVK = {
     "v1/Pod": ("", "v1", "Pod", "pods"),

@@ -430,7 +430,9 @@ def job_for(workload: Workload, scenario: Scenario) -> Job:
                 "effect": "NoSchedule",
             }
         )
-    annotations: dict[str, str] = {}
+    # The team's Volcano queue (named after the team, fleet.render), which the gate requires
+    # every accelerator pod of a team namespace to name.
+    annotations: dict[str, str] = {keys.VOLCANO_QUEUE_NAME: team.name}
     if workload.checkpoint_seconds:
         annotations[keys.CHECKPOINT_LOCATION] = (
             f"s3://{workload.team}-checkpoints/{workload.pod.name}"

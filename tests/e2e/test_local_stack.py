@@ -64,6 +64,7 @@ def training_pod(name: str, image: str) -> dict[str, Any]:
             "name": name,
             "namespace": TEAM_NAMESPACE,
             "labels": {"fleetplane.dev/workload-type": "training", "app": name},
+            "annotations": {"scheduling.volcano.sh/queue-name": "research"},
         },
         "spec": {
             "priorityClassName": "fleetplane-training",

@@ -68,6 +68,7 @@ def training_pod(name: str, image: str) -> dict[str, Any]:
             "name": name,
             "namespace": "ml-research",
             "labels": {"fleetplane.dev/workload-type": "training"},
+            "annotations": {"scheduling.volcano.sh/queue-name": "research"},
         },
         "spec": {
             "priorityClassName": "fleetplane-training",

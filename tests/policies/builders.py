@@ -43,6 +43,17 @@ ALLOWED_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 TEAM_QUEUES = {"ml-research": "research", "ml-serving": "serving", "analytics": "analytics"}
 
 Json = dict[str, Any]
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "google.com/tpu")
+
+
+def _requests_accelerators(template: Json) -> bool:
+    for container in (template.get("spec") or {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        for amounts in (resources.get("limits") or {}, resources.get("requests") or {}):
+            if any(str(r).startswith(ACCELERATOR_PREFIXES) for r in amounts):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,10 @@ class Workload:
     # A Volcano Job's spec.queue: by default its namespace's team's queue (the team's name in
     # the fixture configuration), as a well-configured submission names it; "" leaves it out.
     volcano_queue: str | None = None
+    # The queue annotation of an accelerator template (scheduling.volcano.sh/queue-name): by
+    # default its namespace's team's queue, as the gate requires of every accelerator pod of
+    # a team namespace (Volcano Jobs aside); "" leaves it out, a name sets that one.
+    pod_queue: str | None = None
     # A CronJob's spec.concurrencyPolicy (None leaves it out: Allow, which the gate refuses).
     concurrency_policy: str | None = None
     # Who sends the request (userInfo.username): a user unless told.
@@ -233,7 +248,7 @@ class Workload:
     def object(self) -> Json:
         """The Kubernetes object under review."""
         meta = {"name": self.name, "namespace": self.namespace}
-        template = copy.deepcopy(self.template)
+        template = self._queued(copy.deepcopy(self.template))
         if self.kind == "Pod":
             metadata = {**template.get("metadata", {}), **meta}
             return {
@@ -277,6 +292,24 @@ class Workload:
             "metadata": meta,
             "spec": spec,
         }
+
+    def _queued(self, template: Json) -> Json:
+        """The template with its queue annotation (see `pod_queue`), unless it names one."""
+        queue = TEAM_QUEUES.get(self.namespace, "") if self.pod_queue is None else self.pod_queue
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        if (
+            self.kind == "VolcanoJob"
+            or not queue
+            or QUEUE_ANNOTATION in annotations
+            or not _requests_accelerators(template)
+        ):
+            return template
+        template.setdefault("metadata", {}).setdefault("annotations", {})[QUEUE_ANNOTATION] = queue
+        return template
+
+    def unqueued(self) -> Workload:
+        """Without the queue annotation the gate requires of accelerator templates."""
+        return replace(self, pod_queue="")
 
     def review(self, uid: str | None = None) -> Json:
         """The AdmissionReview (admission.k8s.io/v1) the API server would send."""

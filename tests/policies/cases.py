@@ -118,6 +118,14 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         {"queue"},
     ),
     ("cpu volcano job without a queue", cpu().as_volcano_job().queue(""), {"queue"}),
+    # Volcano 1.15 puts a pod's PodGroup in "default" unless the pod names its queue
+    ("accelerator pod without its queue annotation", training().unqueued(), {"queue"}),
+    (
+        "accelerator deployment without its queue annotation",
+        inference().as_deployment(1).unqueued(),
+        {"queue"},
+    ),
+    ("cpu pod without a queue annotation", cpu(), set()),
     ("node name", training().node_name("gpu-node-1"), {"node-name"}),
     # capacity type
     ("inference tolerating spot", inference().tolerate_spot(), {"capacity-type"}),

@@ -84,7 +84,7 @@ test_cpu_request_without_limit_is_not_an_accelerator_problem if {
 # --------------------------------------------------------- workload type
 
 workload_type_cases := {
-	"missing label": testing.pod(testing.with_spec(object.remove(training, ["metadata"]), {})),
+	"missing label": testing.pod(testing.with_spec(json.remove(training, ["metadata/labels"]), {})),
 	"unknown type": testing.pod(testing.with_labels(training, {testing.type_label: "research"})),
 	"mixed types": testing.volcano([["train", 1, training], ["nb", 1, notebook]]),
 	"unlabelled task": testing.volcano([["train", 1, training], ["sidecar", 1, testing.cpu]]),

@@ -148,7 +148,11 @@ fast_base := {
 	is_object(annotations)
 	not labels["fleetplane.dev/exempt"]
 	not labels["fleetplane.dev/preemptible"]
-	count([key | some key, _ in annotations; fast_read_annotation(key)]) == 0
+
+	# The template's Volcano queue is read by fast_verdict (every accelerator
+	# template in a team namespace names one); any other key a rule reads
+	# takes the full rules.
+	count([key | some key, _ in annotations; fast_read_annotation(key); key != "scheduling.volcano.sh/queue-name"]) == 0
 
 	# The pod security level is baseline: no workload type or an unknown one
 	# (the accelerator rules decide), or a type whose pod_security is
@@ -353,6 +357,7 @@ fast_positive_whole(x) if {
 #   path cannot decide.
 fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_base.limits == []
+	not fast_base.annotations["scheduling.volcano.sh/queue-name"]
 	not fast_reaches_accelerators(fast_base.spec, fast_base.selector)
 } else := {"denials": denials, "warnings": warnings} if {
 	b := fast_base
@@ -419,7 +424,10 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 		array.concat(b.denials, model_denials),
 		array.concat(
 			fast_priority_denial(spec, tc.priority_classes, b.where, wt),
-			fast_idle_timeout_denial(max_idle, b.annotations, b.where, wt),
+			array.concat(
+				fast_idle_timeout_denial(max_idle, b.annotations, b.where, wt),
+				fast_queue_denial(b.annotations, team_config, b.where),
+			),
 		),
 	)
 
@@ -510,6 +518,17 @@ fast_checkpoint_missing(true, true, annotations) if {
 # The two rules reviews break most often, judged here with the full rules'
 # messages (priority_class_message, idle_timeout_message) so that such a
 # review is denied without them: [] when the rule holds, [message] when not.
+# The queue annotation of an accelerator template (queue.rego): the team's
+# queue, or missing (a denial with the full rules' message); any other value
+# is left undefined, for the full rules.
+fast_queue_denial(annotations, team_config, where) := [] if {
+	annotations["scheduling.volcano.sh/queue-name"] == team_config.queue
+	is_string(team_config.queue)
+	team_config.queue != ""
+} else := [queue_annotation_missing_message(where)] if {
+	not annotations["scheduling.volcano.sh/queue-name"]
+}
+
 fast_priority_denial(spec, classes, where, wt) := [] if {
 	spec.priorityClassName in classes
 } else := [priority_class_message(where, spec, wt, classes)]

@@ -153,6 +153,45 @@ pod_queue_message(where, got) := sprintf(
 	namespace_class == "other"
 } else := queue_message(got)
 
+# ------------------------------------------- every accelerator pod's queue
+
+# Volcano 1.15's PodGroup controller builds (and rebuilds, on pod updates) the
+# PodGroup of a pod it did not group itself and takes its queue only from the
+# pod's scheduling.volcano.sh/queue-name annotation: without one the group
+# lands in the queue "default", outside the team's quota and guarantee,
+# whatever the namespace says. So every accelerator pod, and every pod
+# template of an accelerator workload, in a team namespace names its queue.
+# Pods Volcano groups itself carry the PodGroup's name instead
+# (scheduling.k8s.io/group-name, which only the platform may write: trust):
+# the pods of a Volcano Job, whose spec.queue is judged above, and Volcano
+# Jobs' own task templates are left to that rule. Judged where templates are
+# written (CREATE, or an UPDATE that changes them): a workload admitted
+# before this rule can still be scaled or suspended.
+deny contains msg if {
+	mode == "full"
+	in_team_namespace
+	kind_class != "volcano"
+	some f in facts
+	count(f.demand) > 0
+	not queue_named_or_grouped(f.annotations)
+	msg := queue_annotation_missing_message(f.where)
+}
+
+queue_named_or_grouped(annotations) if annotations[lib.volcano_keys.queue_name]
+
+queue_named_or_grouped(annotations) if annotations[lib.volcano_keys.group_name]
+
+# METADATA
+# description: >-
+#   The refusal of an accelerator template without the queue annotation,
+#   naming what to write (shared with the fast path).
+queue_annotation_missing_message(where) := sprintf(
+	"queue: %s has no annotation %s; add %s: %q, the queue of team %s, to its metadata.annotations (without it Volcano's PodGroup controller puts the pod in the default queue, outside the team's quota)",
+	[where, lib.volcano_keys.queue_name, lib.volcano_keys.queue_name, team_queue, team],
+) if {
+	team_queue
+} else := queue_message("")
+
 # --------------------------------------------------- Volcano Job priority
 
 # A Volcano Job's own priorityClassName is its PodGroup's, the priority

@@ -148,3 +148,98 @@ test_volcano_job_outside_the_teams_may_not_use_a_team_queue if {
 	rules(rev) == {"queue"}
 	rules(testing.in_namespace(testing.volcano_in_queue([["web", 1, testing.cpu]], {"queue": "default"}), "default")) == set()
 }
+
+# ------------------------------------------- every accelerator pod's queue
+
+unqueued(tmpl) := json.remove(tmpl, ["metadata/annotations/scheduling.volcano.sh~1queue-name"])
+
+volcano_made := "system:serviceaccount:volcano-system:volcano-controllers"
+
+# A pod of a Volcano Job, as Volcano's job controller creates it: grouped,
+# owned by the job, its queue on the PodGroup (spec.queue, judged on the job).
+volcano_job_pod := testing.by(
+	testing.pod(object.union(unqueued(testing.training), {"metadata": {
+		"annotations": {"scheduling.k8s.io/group-name": "v-0123", "volcano.sh/queue-name": "research"},
+		"ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "v", "uid": "u", "controller": true}],
+	}})),
+	volcano_made,
+	["system:serviceaccounts"],
+)
+
+queue_annotation_cases := {
+	"an accelerator pod naming its team's queue": [testing.pod(testing.training), set()],
+	"an accelerator pod naming none": [testing.pod(unqueued(testing.training)), {"queue"}],
+	"a deployment's accelerator template naming none": [testing.deployment(unqueued(testing.training), 1), {"queue"}],
+	"a job's accelerator template naming none": [testing.job(unqueued(testing.batch), {}), {"queue"}],
+	"a cronjob's accelerator template naming none": [testing.cronjob_forbid(unqueued(testing.batch), {}), {"queue"}],
+	"a pod without accelerators naming none": [testing.pod(testing.cpu), set()],
+	"a pod of a Volcano Job, grouped by Volcano": [volcano_job_pod, set()],
+	"a Volcano Job's task templates (spec.queue decides)": [testing.volcano([["worker", 2, unqueued(testing.training)]]), set()],
+	"scaling a deployment admitted before the rule": [
+		testing.as_update(
+			testing.deployment(unqueued(testing.training), 2),
+			testing.deployment(unqueued(testing.training), 1).request.object,
+		),
+		set(),
+	],
+	"changing the template of such a deployment": [
+		testing.as_update(
+			testing.deployment(testing.with_labels(unqueued(testing.training), {"app": "x"}), 1),
+			testing.deployment(unqueued(testing.training), 1).request.object,
+		),
+		{"queue"},
+	],
+	"updating a pod admitted before the rule": [
+		testing.as_update(testing.pod(unqueued(testing.training)), testing.pod(unqueued(testing.training)).request.object),
+		set(),
+	],
+}
+
+test_accelerator_templates_name_their_queue[name] if {
+	some name, [rev, want] in queue_annotation_cases
+	rules(rev) == want
+}
+
+test_a_missing_queue_annotation_says_what_to_write if {
+	some_message(
+		testing.pod(unqueued(testing.training)),
+		`queue: pod has no annotation scheduling.volcano.sh/queue-name; add scheduling.volcano.sh/queue-name: "research", the queue of team research, to its metadata.annotations`,
+	)
+	some_message(
+		testing.pod_in(unqueued(testing.inference), "ml-serving"),
+		`add scheduling.volcano.sh/queue-name: "serving", the queue of team serving`,
+	)
+	some_message(testing.deployment(unqueued(testing.training), 1), "queue: spec.template has no annotation")
+}
+
+test_a_missing_queue_annotation_in_a_team_without_a_queue if {
+	config := json.remove(testing.config, ["teams/research/queue"])
+	msgs := admission.deny with input as testing.pod(unqueued(testing.training))
+		with data.fleetplane.config as config
+	some msg in msgs
+	startswith(msg, "queue: team research has no Volcano queue")
+}
+
+test_the_fast_path_refuses_a_missing_queue_like_the_full_rules if {
+	rev := testing.pod(unqueued(testing.training))
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+	fast.allowed == false
+	contains(fast.status.message, "has no annotation scheduling.volcano.sh/queue-name")
+	fast == data.system.full_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+test_the_fast_path_still_takes_a_pod_naming_its_queue if {
+	admission.fast_allowed with input as testing.pod(testing.training)
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}

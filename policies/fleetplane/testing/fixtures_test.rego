@@ -296,6 +296,8 @@ gpu_image := "nvcr.io/nvidia/pytorch:24.05-py3"
 
 type_label := "fleetplane.dev/workload-type"
 
+queue_key := "scheduling.volcano.sh/queue-name"
+
 h100 := {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 
 a100 := {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
@@ -311,9 +313,12 @@ spot_toleration := {"key": "fleetplane.dev/capacity-type", "operator": "Equal", 
 container(name, limits) := {"name": name, "image": gpu_image, "resources": {"limits": limits}}
 
 # METADATA
-# description: A pod template of a workload type with one container holding limits.
+# description: >-
+#   A pod template of a workload type with one container holding limits, naming
+#   the Volcano queue of team research, whose namespace ml-research reviews are
+#   made in unless a test says otherwise (queue.rego).
 template(workload_type, priority_class, selector, limits) := {
-	"metadata": {"labels": {type_label: workload_type}},
+	"metadata": {"labels": {type_label: workload_type}, "annotations": {queue_key: "research"}},
 	"spec": {
 		"priorityClassName": priority_class,
 		"nodeSelector": selector,
@@ -377,8 +382,25 @@ pod(tmpl) := pod_in(tmpl, "ml-research")
 
 pod_in(tmpl, namespace) := review(pod_gvk, namespace, object.union(
 	{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace}},
-	tmpl,
+	queued_in(tmpl, namespace),
 ))
+
+# An accelerator template naming the fixtures' queue ("research", as
+# `template` writes it) names the queue of the namespace's team instead, or
+# none outside team namespaces (queue.rego); any other template, and a queue
+# a test wrote itself, is left as it is.
+queued_in(tmpl, namespace) := object.union(tmpl, {"metadata": {"annotations": {queue_key: queue}}}) if {
+	default_queued(tmpl)
+	queue := config.teams[config.namespaces[namespace]].queue
+} else := json.remove(tmpl, ["metadata/annotations/scheduling.volcano.sh~1queue-name"]) if {
+	default_queued(tmpl)
+} else := tmpl
+
+default_queued(tmpl) if {
+	tmpl.metadata.annotations[queue_key] == "research"
+	some c in tmpl.spec.containers
+	count(object.get(c, ["resources", "limits"], {})) > 0
+}
 
 deployment(tmpl, replicas) := review(
 	{"group": "apps", "version": "v1", "kind": "Deployment"},
