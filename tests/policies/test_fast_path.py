@@ -64,6 +64,30 @@ def _set_limit(value: Any) -> Callable[[Json], None]:
     return change
 
 
+def _models_by_affinity(values: list[str]) -> Callable[[Json], None]:
+    """The template accepts these GPU models by one required node affinity expression `In`
+    (the replay's pods' shape), its node selector keeping everything but the model label."""
+
+    def change(t: Json) -> None:
+        selector = t["spec"].get("nodeSelector") or {}
+        t["spec"]["nodeSelector"] = {
+            k: v for k, v in selector.items() if k != "nvidia.com/gpu.product"
+        }
+        expression = {"key": "nvidia.com/gpu.product", "operator": "In", "values": values}
+        t["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+                }
+            }
+        }
+
+    return change
+
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-40GB"
+
 MUTATIONS: dict[str, Callable[[Json], None]] = {
     "privileged": lambda t: _main(t).update(securityContext={"privileged": True}),
     "docker hub image": lambda t: _main(t).update(image="python:3.12"),
@@ -111,6 +135,9 @@ MUTATIONS: dict[str, Callable[[Json], None]] = {
     "long idle timeout": lambda t: t.setdefault("metadata", {}).update(
         annotations={"fleetplane.dev/idle-timeout-seconds": "999999"}
     ),
+    "models by affinity": _models_by_affinity([H100, A100]),
+    "one model by affinity": _models_by_affinity([A100]),
+    "unknown model by affinity": _models_by_affinity([A100, "NVIDIA-X"]),
     "pod deadline": lambda t: t["spec"].update(activeDeadlineSeconds=60),
     "bad pod deadline": lambda t: t["spec"].update(activeDeadlineSeconds="1h"),
     "node affinity": lambda t: t["spec"].update(
@@ -239,7 +266,8 @@ def test_fast_path_answers_as_the_full_rules(gate: Any, fleet_config: Json, trac
     finally:
         gate.server.put_data("fleetplane/spend", {})
     # The fast path takes most allowed reviews (the rest use init containers, MIG slices,
-    # node affinity or several templates, which only the full rules handle), warnings too.
+    # node affinity of other shapes than one expression `In` on the model label, or several
+    # templates, which only the full rules handle), warnings too.
     assert taken >= 0.6 * allowed, (taken, allowed)
     assert warned > 0
     # ... and denies the reviews that break only the priority-class or idle-timeout rules.

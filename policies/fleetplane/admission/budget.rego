@@ -86,27 +86,33 @@ deny contains msg if {
 	budget_checked
 	not budget.exempt(team, workload_type)
 	some f in unbounded_templates
-	msg := sprintf("budget: %s, so its cost has no bound; %s", [unbounded_reason(f), unbounded_fix(f)])
+	msg := sprintf("budget: %s, so its cost has no bound; %s", [unbounded_reason(f.where, f.runs, workload_type), unbounded_fix(f)])
 }
 
-warnings contains msg if {
+warnings contains unbounded_exempt_warning(f.where, f.runs, team, workload_type) if {
 	budget_checked
 	budget.exempt(team, workload_type)
 	some f in unbounded_templates
-	msg := sprintf(
-		"budget: %s; admitted because team %s is exempt from the budget limit for %s workloads",
-		[unbounded_reason(f), team, workload_type],
-	)
 }
 
-unbounded_reason(f) := sprintf(
+# METADATA
+# description: >-
+#   The admission warning for a template nothing bounds in time (where, its
+#   runs: null when nothing bounds them either) of a type the team is exempt
+#   for (the fast path gives the same).
+unbounded_exempt_warning(where, runs, team_name, type_name) := sprintf(
+	"budget: %s; admitted because team %s is exempt from the budget limit for %s workloads",
+	[unbounded_reason(where, runs, type_name), team_name, type_name],
+)
+
+unbounded_reason(where, runs, type_name) := sprintf(
 	"nothing bounds how long the pods of %s run (no activeDeadlineSeconds, and %s workloads have no default runtime)",
-	[f.where, workload_type],
+	[where, type_name],
 ) if {
-	f.runs != null
+	runs != null
 } else := sprintf(
 	"nothing bounds how many pods %s starts (a podFailurePolicy rule with action Ignore) nor the Job's activeDeadlineSeconds",
-	[f.where],
+	[where],
 )
 
 unbounded_fix(f) := sprintf(

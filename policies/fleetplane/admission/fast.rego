@@ -1,21 +1,29 @@
 # Fast path: Most reviews the gate sees are the common case: a well-formed
-# CREATE of one pod template with app containers only, selected by
-# nodeSelector, with nothing the platform owns, no unusual security setting
-# and no other way to reach accelerators than its limits. fast_response answers such a review in two rules over the
+# CREATE of one pod template with app containers only, whose model is
+# selected by nodeSelector or by one required node affinity expression `In`
+# on the model label (the set of models a pod accepts), with nothing the
+# platform owns, no unusual security setting and no other way to reach
+# accelerators than its limits. fast_response answers such a review in two rules over the
 # request (fast_base, fast_verdict), where the explaining rules derive every
 # fact, place and message: allowed, with the budget warnings the full rules
 # would give, or denied when it breaks only the rules reviews break most often
 # (image registry, no model selected, priority class, idle timeout), with the
 # full rules' messages from the same functions. Whenever it cannot decide
-# (anything unusual: init containers, MIG slices, node affinity, several
-# templates, two accelerator families, an update, a security context beyond
+# (anything unusual: init containers, MIG slices, node affinity of any other
+# shape, several templates, two accelerator families, an update, a security context beyond
 # the plain one, device variables, a restricted pod security level, a
-# platform-owned key, a pool restricted to teams, a runtime nothing bounds,
-# any other rule that might fire), it is undefined and system.main answers from the full rules, which
+# platform-owned key, a pool restricted to teams, a runtime nothing bounds
+# for a type the team is not exempt for, any other rule that might fire), it is undefined and system.main answers from the full rules, which
 # decide and explain. So it may be undefined where the full rules answer, and
 # where it answers it must give their very response: fast_test.rego and
 # tests/policies/test_fast_path.py check exactly that on every fixture, the
 # review corpus, the trace and mutations of them.
+#
+# The replay's pods select their models by the affinity shape, and a fifth of
+# them are unbounded inference of an exempt team: reading both took OPA's CPU
+# for the whole default trace from 127 to 68 CPU-seconds, the replay from
+# 93 s to 64 s wall on two free cores, every figure the same (docs/replay.md,
+# "Speed").
 #
 # Written for OPA's evaluator, whose costs are uneven (measured per
 # expression): a reference compared with a constant costs ~0.15 us, a builtin
@@ -69,8 +77,10 @@ fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 #   judged namespaces): namespace, where (the template's place, for
 #   messages), template (its record, see workloads.templates), denials (of
 #   images from registries that are not allowed), spec, selector, labels,
-#   annotations, replicas, wall and pod_deadline (positive deadlines or
-#   null), resources (the whole-device accelerator resources the limits
+#   annotations, affinity (the template's one required node affinity
+#   expression `In` as {key, values}, or null without required node affinity;
+#   see fast_required_affinity), replicas, wall and pod_deadline (positive
+#   deadlines or null), resources (the whole-device accelerator resources the limits
 #   name), counts (the device counts of those limits) and limits (one entry
 #   per accelerator limit). Undefined when anything is outside the common
 #   case.
@@ -83,6 +93,7 @@ fast_base := {
 	"selector": selector,
 	"labels": labels,
 	"annotations": annotations,
+	"affinity": affinity,
 	"replicas": replicas,
 	"wall": t.deadline,
 	"pod_deadline": pod_deadline,
@@ -129,7 +140,7 @@ fast_base := {
 	is_array(volumes)
 	selector := object.get(spec, "nodeSelector", {})
 	is_object(selector)
-	object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null) == null
+	affinity := fast_required_affinity(object.get(spec, ["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"], null))
 	object.get(spec, "nodeName", "") == ""
 	object.get(spec, "resourceClaims", []) == []
 
@@ -254,6 +265,22 @@ fast_read_annotation(key) if {
 	startswith(key, "container.apparmor.security.beta.kubernetes.io/")
 }
 
+# The one shape of required node affinity the fast path reads besides none
+# (null): one term of one expression `In` with some values, as a pod that
+# accepts several models says so ({key, values}; fast_model decides whether
+# the key is a model label). Undefined for any other shape: several terms or
+# expressions, another operator, values that are not a non-empty list.
+fast_required_affinity(null) := null
+
+fast_required_affinity(required) := {"key": e.key, "values": e.values} if {
+	[term] := required.nodeSelectorTerms
+	[e] := term.matchExpressions
+	e.operator == "In"
+	is_string(e.key)
+	is_array(e.values)
+	count(e.values) > 0
+}
+
 # The template of a Pod or of a workload controller's spec.template, as
 # workloads.templates gives it, without its general dispatch; the other kinds
 # but Volcano Jobs through `templates`, when they have one.
@@ -351,13 +378,17 @@ fast_positive_whole(x) if {
 #   idle-timeout denials collected, and the budget: the team's spend plus this
 #   workload's estimate under the warning line (no warning), over it (the
 #   budget warning), or over the limit for a budget-exempt type (the exemption
-#   warning); over the limit otherwise is a denial, for the full rules.
+#   warning); over the limit otherwise is a denial, for the full rules. A
+#   workload nothing bounds in time is allowed with the exemption warning
+#   when its team is exempt for its type (denied otherwise, by the full
+#   rules).
 #   A workload without accelerators must not reach them either (tolerate the
 #   accelerator taints or select accelerator nodes). Undefined when the fast
 #   path cannot decide.
 fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	fast_base.limits == []
 	not fast_base.annotations["scheduling.volcano.sh/queue-name"]
+	fast_base.affinity == null
 	not fast_reaches_accelerators(fast_base.spec, fast_base.selector)
 } else := {"denials": denials, "warnings": warnings} if {
 	b := fast_base
@@ -408,15 +439,16 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	capacity := {true: "spot", false: "on-demand"}[pins]
 	not fast_checkpoint_missing(tc.checkpoint_required_on_spot, opens, b.annotations)
 
-	# Model: one allowed model selected, or none (a denial); its price; no
-	# pool of it reserved for other teams.
-	[model_denials, price] := fast_model(r, b.selector, team_config, capacity, b.where)
+	# Model: one allowed model selected, or allowed models by affinity, or
+	# none (a denial); the price; no pool of a model it may land on reserved
+	# for other teams.
+	[model_denials, price, picked] := fast_model(r, b.selector, b.affinity, team_config, capacity, b.where)
 	is_number(price)
 	is_object(cfg.pools)
 	count([1 |
 		some name, pool in cfg.pools
 		not pool.teams == []
-		fast_pool_restricts(name, pool, b.selector, team)
+		fast_pool_restricts(name, pool, b.selector, picked, team)
 	]) == 0
 
 	# The rules reviews break most often, with the full rules' messages.
@@ -432,7 +464,9 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	)
 
 	# Budget: this month's spend and the reservations plus the estimate at or
-	# under both lines.
+	# under both lines; or, for a workload nothing bounds in time (no
+	# estimate), a type the team is exempt for, with well-formed spend and
+	# reservations (the full rules check those when there is no estimate).
 	now := time.now_ns()
 	month := budget.month(now)
 	record := object.get(fast_spend, team, {"month": month, "usd": 0})
@@ -442,18 +476,44 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	spent >= 0
 	reserved := fast_reserved(team, now)
 	t := b.template
-	seconds := workloads.pod_seconds(t.replicas, t.runs, b.wall, t.replaced, b.pod_deadline, tc.default_max_runtime_seconds)
-	estimate := ((devices * price) * seconds) / 3600
+	seconds := fast_pod_seconds(t, b.wall, b.pod_deadline, tc.default_max_runtime_seconds)
 	limit := team_config.monthly_budget_usd
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
-	warnings := fast_budget_warnings(
-		{"total_usd": (spent + reserved) + estimate, "spent_usd": spent, "reserved_usd": reserved, "estimate_usd": estimate, "budget_usd": limit},
+	warnings := fast_cost_warnings(
+		seconds,
+		{"devices": devices, "price": price, "spent_usd": spent, "reserved_usd": reserved, "budget_usd": limit},
 		cfg.budget,
-		team,
-		wt,
+		{"team": team, "type": wt, "where": b.where, "runs": t.runs},
 	)
+}
+
+# The pod-seconds of a template (workloads.pod_seconds with the type's default
+# runtime), or null when nothing bounds them.
+fast_pod_seconds(t, wall, pod_deadline, fallback) := seconds if {
+	seconds := workloads.pod_seconds(t.replicas, t.runs, wall, t.replaced, pod_deadline, fallback)
+} else := null
+
+# The budget warnings of a workload that costs seconds x devices x price (see
+# fast_budget_warnings); for one nothing bounds (null seconds), the
+# exemption warning when the team is exempt for its type, as the full rules
+# give it (unbounded_exempt_warning); undefined otherwise (a denial).
+fast_cost_warnings(seconds, cost, ratios, who) := fast_budget_warnings(
+	{
+		"total_usd": (cost.spent_usd + cost.reserved_usd) + estimate, "spent_usd": cost.spent_usd,
+		"reserved_usd": cost.reserved_usd, "estimate_usd": estimate, "budget_usd": cost.budget_usd,
+	},
+	ratios,
+	who.team,
+	who.type,
+) if {
+	is_number(seconds)
+	estimate := ((cost.devices * cost.price) * seconds) / 3600
+}
+
+fast_cost_warnings(null, _, _, who) := [unbounded_exempt_warning(who.where, who.runs, who.team, who.type)] if {
+	budget.exempt(who.team, who.type)
 }
 
 # A pod without accelerators that may land on accelerator nodes: it tolerates
@@ -470,16 +530,24 @@ fast_reaches_accelerators(_, selector) if {
 }
 
 # A pool (whose teams is not []) the fast path leaves to the full rules:
-# its teams is not a list, or it is reserved for other teams and the
-# selector may pick it (of the model it selects, among the pools it selects
-# if it does; the full rules also tell capacity types apart).
-fast_pool_restricts(name, pool, selector, team) if {
+# its teams is not a list, or it is reserved for other teams and the pod may
+# land on it (of a model it selects, by nodeSelector or among the models
+# fast_model picked, among the pools it selects if it does; the full rules
+# also tell capacity types apart). The node affinity fast_model reads names
+# no pool label, so only the nodeSelector selects pools.
+fast_pool_restricts(name, pool, selector, picked, team) if {
 	not is_array(object.get(pool, "teams", null))
 } else if {
 	not team in pool.teams
-	models := data.fleetplane.config.models
-	selector[models[pool.model].node_label] == models[pool.model].label_value
+	fast_pool_model_selected(pool.model, selector, picked)
 	object.get(selector, lib.keys.pool, name) == name
+}
+
+fast_pool_model_selected(model, _, picked) if model in picked
+
+fast_pool_model_selected(model, selector, _) if {
+	models := data.fleetplane.config.models
+	selector[models[model].node_label] == models[model].label_value
 }
 
 # The team's unexpired reservations not of this object (budget.reserved),
@@ -490,18 +558,40 @@ fast_reserved(team, _) := 0 if {
 	now := time.now_ns()
 }
 
-# The model of the family the nodeSelector picks, as [denials, price per
-# hour]: exactly one label of the family selected, its value exactly one known
-# model, allowed for the team; or no label of the family selected, denied with
-# the full rules' message (model_selection_message) and priced as they price
-# it (the team's default model, else the family's dearest). Undefined
-# otherwise (the full rules explain).
-fast_model(r, selector, team_config, capacity, where) := [[], models[model].price_per_hour_usd[capacity]] if {
+# The models of the family the pod may land on, as [denials, price per hour,
+# models]: by nodeSelector, exactly one label of the family selected, its
+# value exactly one known model, allowed for the team; by required node
+# affinity (no label of the family in the nodeSelector), an expression `In`
+# on a label of the family whose every value names a known model, each
+# allowed for the team, priced at the dearest (as the full rules read
+# scheduling.label_values and price it: model_choice, price); or no label of
+# the family selected and no required node affinity, denied with the full
+# rules' message (model_selection_message) and priced as they price it (the
+# team's default model, else the family's dearest). Undefined otherwise (the
+# full rules explain).
+fast_model(r, selector, affinity, team_config, capacity, where) := [[], models[model].price_per_hour_usd[capacity], {model}] if {
+	affinity == null
 	models := data.fleetplane.config.models
 	count({m.node_label | some m in models; m.resource == r; _ = selector[m.node_label]}) == 1
 	[model] := [name | some name, m in models; m.resource == r; selector[m.node_label] == m.label_value]
 	model in team_config.allowed_models
-} else := [[model_selection_message(where, r, keys)], price({"families": {r: {"models": []}}, "capacity": capacity}, r)] if {
+} else := [[], max(prices), picked] if {
+	models := data.fleetplane.config.models
+	affinity != null
+	key := affinity.key
+	family_keys := {m.node_label | some m in models; m.resource == r}
+	key in family_keys
+	count({k | some k in family_keys; _ = selector[k]}) == 0
+
+	# The models of those values (of any family, as model_choice looks them
+	# up), every distinct value naming one, every one allowed.
+	picked := {name | some name, m in models; m.node_label == key; m.label_value in affinity.values}
+	count({m.label_value | some name in picked; m := models[name]}) == count({v | some v in affinity.values})
+	count([name | some name in picked; not name in team_config.allowed_models]) == 0
+	prices := [p | some name in picked; p := models[name].price_per_hour_usd[capacity]]
+	count(prices) == count(picked)
+} else := [[model_selection_message(where, r, keys)], price({"families": {r: {"models": []}}, "capacity": capacity}, r), set()] if {
+	affinity == null
 	keys := {m.node_label | some m in data.fleetplane.config.models; m.resource == r}
 	count(keys) > 0
 	count({k | some k in keys; _ = selector[k]}) == 0

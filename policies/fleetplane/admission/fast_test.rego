@@ -59,6 +59,52 @@ common_cases := {
 	"user's own annotations": testing.pod(testing.with_annotations(testing.training, {"fleetplane.dev/last-checkpoint": "1795000000", "team.example/owner": "bob"})),
 }
 
+test_fast_path_takes_models_selected_by_affinity[name] if {
+	some name, rev in affinity_cases
+	fast(rev, {})
+	clean(rev, {})
+}
+
+# A pod that may land on several models is priced at the dearest, as the full
+# rules price it: the H100's budget warning, not the A100's.
+test_fast_path_prices_an_affinity_at_the_dearest_model if {
+	spend := spent("research", 39000)
+	both := affinity_cases["training accepting two models by affinity"]
+	warnings := admission.fast_warnings with input as both
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	warnings == with_spend(testing.pod(training), spend, "warning_list")
+	warnings == with_spend(both, spend, "warning_list")
+	warnings != with_spend(testing.pod(testing.with_spec(training, {"nodeSelector": testing.a100})), spend, "warning_list")
+}
+
+# Pods that accept several models say so with one required node affinity
+# expression `In` on the model label (as the replay's pods do): the fast path
+# reads that shape, nothing more.
+h100_value := testing.h100["nvidia.com/gpu.product"]
+
+a100_value := testing.a100["nvidia.com/gpu.product"]
+
+model_expression(values) := {"key": "nvidia.com/gpu.product", "operator": "In", "values": values}
+
+required_terms(terms) := {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+# A template that selects its models by affinity (terms), with the nodeSelector
+# given (its model label dropped by the caller).
+by_affinity(tmpl, selector, terms) := testing.with_spec(testing.replace_spec(tmpl, "nodeSelector", selector), {"affinity": required_terms(terms)})
+
+by_models(tmpl, values) := by_affinity(tmpl, {}, [{"matchExpressions": [model_expression(values)]}])
+
+affinity_cases := {
+	"training accepting two models by affinity": testing.pod(by_models(training, [h100_value, a100_value])),
+	"training accepting one model by affinity": testing.pod(by_models(training, [a100_value])),
+	"inference deployment accepting two models by affinity": testing.deployment(by_models(testing.inference, [a100_value, h100_value]), 2),
+	"spot batch accepting two models by affinity": testing.pod(by_affinity(testing.batch, testing.spot_selector, [{"matchExpressions": [model_expression([a100_value, h100_value])]}])),
+	"affinity listing a model twice": testing.pod(by_models(training, [h100_value, h100_value])),
+}
+
 test_fast_path_takes_the_common_workloads[name] if {
 	some name, rev in common_cases
 	fast(rev, {})
@@ -93,6 +139,19 @@ refused_cases := {
 	"request without limit": testing.pod(testing.with_resources(training, {"requests": {"nvidia.com/gpu": "1"}})),
 	"container without image": testing.pod(testing.with_spec(training, {"containers": [{"name": "main"}]})),
 	"affinity": testing.pod(testing.with_spec(training, {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}})),
+	"affinity with an unknown model": testing.pod(by_models(training, [h100_value, "NVIDIA-X"])),
+	"affinity with a model the team may not use": testing.pod_in(by_models(training, [h100_value, a100_value]), "analytics"),
+	"affinity of no values": testing.pod(by_models(training, [])),
+	"affinity of two terms": testing.pod(by_affinity(training, {}, [{"matchExpressions": [model_expression([h100_value])]}, {"matchExpressions": [model_expression([a100_value])]}])),
+	"affinity of two expressions": testing.pod(by_affinity(training, {}, [{"matchExpressions": [model_expression([h100_value, a100_value]), {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}])),
+	"affinity NotIn a model": testing.pod(by_affinity(training, {}, [{"matchExpressions": [object.union(model_expression([h100_value]), {"operator": "NotIn"})]}])),
+	"affinity on another label": testing.pod(by_affinity(training, {}, [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}])),
+	"affinity on the spot label": testing.pod(by_affinity(training, testing.h100, [{"matchExpressions": [{"key": "fleetplane.dev/capacity-type", "operator": "In", "values": ["spot"]}]}])),
+	"affinity next to a model selector": testing.pod(by_affinity(training, testing.a100, [{"matchExpressions": [model_expression([h100_value])]}])),
+	"affinity on the other family's label": testing.pod(by_affinity(training, {}, [{"matchExpressions": [{"key": "cloud.google.com/gke-tpu-accelerator", "operator": "In", "values": ["tpu-v5-lite-podslice"]}]}])),
+	"cpu pod selecting gpu nodes by affinity": testing.pod(by_models(testing.cpu, [h100_value])),
+	"cpu pod with an affinity": testing.pod(by_affinity(testing.cpu, {}, [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}])),
+	"spot training by affinity without checkpoint": testing.pod(by_affinity(training, testing.spot_selector, [{"matchExpressions": [model_expression([h100_value, a100_value])]}])),
 	"negative replicas": testing.deployment(training, -1),
 	"zero deadline": testing.job(training, {"activeDeadlineSeconds": 0}),
 	"labels not a map": testing.pod(object.union(training, {"metadata": {"labels": ["x"]}})),
@@ -187,7 +246,7 @@ test_fast_path_and_spend[name] if {
 }
 
 test_fast_path_never_contradicts_the_full_rules if {
-	every rev in object.union(common_cases, refused_cases) {
+	every rev in object.union(object.union(common_cases, affinity_cases), refused_cases) {
 		every spend in [{}, spent("research", 39000), spent("research", 60000)] {
 			fast_implies_clean(rev, spend)
 		}
@@ -203,19 +262,80 @@ contract_configs := {
 	"no default runtime": object.union(testing.config, {"workload_types": {"training": {"default_max_runtime_seconds": null}, "inference": {"default_max_runtime_seconds": null}}}),
 	"research exempt for inference": object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}}),
 	"pools without teams": json.remove(testing.config, ["pools/tpu-v5e/teams"]),
+	"unbounded inference, research exempt": unbounded_exempt,
+}
+
+# Inference has no default runtime, and team research is exempt from the
+# budget for it: nothing bounds an inference pod in time, and it is allowed
+# with the exemption warning (as the replay's serving team is).
+unbounded_exempt := object.union(testing.config, {
+	"workload_types": {"inference": {"default_max_runtime_seconds": null}},
+	"teams": {"research": {"budget_exempt_types": ["inference"]}},
+})
+
+unbounded_exempt_cases := {
+	"inference pod": testing.pod(testing.inference),
+	"inference deployment by affinity": testing.deployment(by_models(testing.inference, [h100_value, a100_value]), 2),
+}
+
+test_fast_path_allows_an_unbounded_workload_of_an_exempt_team_like_the_full_rules[name] if {
+	some name, rev in unbounded_exempt_cases
+	every spend in [{}, spent("research", 39000), spent("research", 60000), {"research": {"month": "2026-10", "usd": 1000000}}] {
+		unbounded_answer_agrees(rev, unbounded_exempt, spend)
+	}
+}
+
+unbounded_answer_agrees(rev, config, spend) if {
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	fast.allowed == true
+	[warning] := fast.warnings
+	contains(warning, "nothing bounds how long the pods of")
+	endswith(warning, "admitted because team research is exempt from the budget limit for inference workloads")
+	fast == data.system.full_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+}
+
+# Without the exemption the full rules deny it; with a malformed spend
+# record (which they check even without an estimate) too.
+test_fast_path_leaves_unbounded_workloads_to_the_full_rules[name] if {
+	some name, [config, spend] in {
+		"not exempt": [json.patch(unbounded_exempt, [{"op": "replace", "path": "/teams/research/budget_exempt_types", "value": []}]), {}],
+		"malformed spend": [unbounded_exempt, spent("research", "lots")],
+		"spend not a record": [unbounded_exempt, {"research": 5}],
+	}
+	rev := unbounded_exempt_cases["inference pod"]
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	full := data.system.full_response with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	full.allowed == false
+	startswith(full.status.message, "budget: ")
 }
 
 contract_reservations := {"research": {"uid-a": {"usd": 30000, "expires_at": testing.now + 60}}}
 
 test_fast_path_agrees_under_other_configurations[name] if {
 	some name, config in contract_configs
-	every rev in object.union(common_cases, refused_cases) {
+	every rev in object.union(object.union(common_cases, affinity_cases), refused_cases) {
 		same_response(rev, config, {})
 	}
 }
 
 test_fast_path_agrees_with_reservations if {
-	every rev in object.union(common_cases, refused_cases) {
+	every rev in object.union(object.union(common_cases, affinity_cases), refused_cases) {
 		same_response(rev, testing.config, contract_reservations)
 	}
 }
@@ -272,7 +392,7 @@ fast_implies_clean(rev, spend) if agrees(rev, spend)
 # Wherever the fast path answers, allowing or denying, it gives the full
 # rules' very response.
 test_fast_response_is_the_full_response if {
-	every rev in object.union(object.union(common_cases, refused_cases), fast_denials) {
+	every rev in object.union(object.union(object.union(common_cases, affinity_cases), refused_cases), fast_denials) {
 		every spend in [{}, spent("research", 39000), spent("research", 60000)] {
 			fast_response_agrees(rev, spend)
 		}
@@ -387,6 +507,7 @@ fast_denials := {
 	"image from docker hub": refused_cases["image from docker hub"],
 	"accelerator image from docker hub": testing.deployment(testing.replace_spec(testing.inference, "containers", [testing.container("main", {"nvidia.com/gpu": "1"}), {"name": "proxy", "image": "envoy:1"}]), 1),
 	"no model selected": refused_cases["no model selected"],
+	"another type's priority class, models by affinity": testing.pod(testing.with_spec(by_models(training, [h100_value, a100_value]), {"priorityClassName": "fleetplane-notebook"})),
 }
 
 # An image that only matches an allowed registry once qualified (docker.io
