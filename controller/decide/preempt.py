@@ -886,7 +886,9 @@ def _candidate(
 def opa_input(
     preemption: Preemption, victim: Candidate, fleet: FleetView, usage: dict[str, int], now: float
 ) -> dict[str, Any]:
-    """The preempt decision input (docs/contracts.md)."""
+    """The preempt decision input (docs/contracts.md). A victim that belongs to a gang is
+    judged for the whole gang: `victim.gang` names every pod that leaves with it and the devices
+    they hold together, so the one decision that allows the victim allows its mates' eviction."""
     return {
         "preemptor": {
             "pod": preemption.preemptor.manifest(),
@@ -901,6 +903,10 @@ def opa_input(
             "running_seconds": int(victim.running_seconds),
             "seconds_since_checkpoint": int(victim.seconds_since_checkpoint),
             "team_usage": {family(r): n for r, n in usage.items()},
+            "gang": {
+                "pods": [victim.pod.key, *(mate.key for mate in victim.mates)],
+                "devices": victim.families,
+            },
         },
         "now": int(now),
     }

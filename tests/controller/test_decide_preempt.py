@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.decide.preempt import Candidate, fits, plan_preemption, select_victims, victim_order
+from controller.decide.preempt import (
+    Candidate,
+    fits,
+    opa_input,
+    plan_preemption,
+    select_victims,
+    victim_order,
+)
 from controller.decide.workloads import team_usage
 from controller.observe.model import DisruptionBudget, Node, Pod
 from tests.controller.builders import (
@@ -374,6 +381,10 @@ def test_a_gang_is_a_victim_whole_or_not_at_all() -> None:
     assert_same(("n1", ["g-0"]), (option.node, [v.pod.name for v in option.victims]))
     assert [m.name for m in option.victims[0].mates] == ["g-1"]
     assert option.victims[0].devices == 12
+    # the one decision asked for the victim names the whole gang that leaves with it
+    asked = opa_input(got.preemptions[0], option.victims[0], fleet(), {}, NOW)["victim"]["gang"]
+    assert asked["pods"] == [option.victims[0].pod.key, gang[1].build().key]
+    assert sum(asked["devices"].values()) == 12
 
     young_mate = victim("g-1", 4, node="n2", kind="training", started=NOW - 60).annotate(GANG, "pg")
     lone = victim("lone", 8, node="n3")
