@@ -55,10 +55,13 @@ def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
     return common
 
 
-def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Settings] | int:
+def load(
+    args: argparse.Namespace, *, asks_opa: bool = True, **overrides: Any
+) -> tuple[FleetView, Settings] | int:
     """The configuration and the settings of a run (`overrides`: command-line settings beyond
     the common ones); USAGE_ERROR, said on stderr, when --config is missing or invalid, or
-    when the OPA token file cannot be read."""
+    when the OPA token file cannot be read by a command that asks OPA (`asks_opa`; read-only
+    commands such as `status` never do, so they run without the token)."""
     from controller.act.opa import read_token
     from controller.config import ConfigProblems, Settings, load_config
     from controller.errors import PermanentError
@@ -77,7 +80,7 @@ def load(args: argparse.Namespace, **overrides: Any) -> tuple[FleetView, Setting
             lease_name=args.lease_name,
             **overrides,
         )
-        if settings.opa_token_file is not None:
+        if asks_opa and settings.opa_token_file is not None:
             read_token(settings.opa_token_file)  # every pass needs it: say so before starting
     except (ConfigProblems, PermanentError) as error:
         print(str(error), file=sys.stderr)

@@ -81,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
 
     configure(args.log_level)
     log = Log()
-    loaded = load(args, dry_run=getattr(args, "dry_run", None), prometheus_url=args.prometheus_url)
+    loaded = load(
+        args,
+        asks_opa=args.health_command != "status",
+        dry_run=getattr(args, "dry_run", None),
+        prometheus_url=args.prometheus_url,
+    )
     if isinstance(loaded, int):
         return loaded
     fleet, settings = loaded

@@ -104,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
 
     configure(args.log_level)
     log = Log()
-    loaded = load(args, dry_run=getattr(args, "dry_run", None))
+    loaded = load(
+        args,
+        asks_opa=args.upgrade_command not in ("status", "clear"),
+        dry_run=getattr(args, "dry_run", None),
+    )
     if isinstance(loaded, int):
         return loaded
     fleet, settings = loaded

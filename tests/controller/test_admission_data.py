@@ -108,7 +108,7 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
     # 8 H100 per replica; training may hold 64, an approval is needed from 32
     sts = client.create(
         object_path("apps/v1", "statefulsets", namespace, None),
-        training().in_namespace(namespace).as_statefulset(1).object(),
+        training().in_namespace(namespace).in_queue("research").as_statefulset(1).object(),
     )
     kept = tmp_path / "controller-data"
     kept.mkdir()
@@ -151,12 +151,12 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
             client.get(object_path("v1", "configmaps", namespace, KEPT))
 
         run(("spend",))
-        second = training().in_namespace(namespace).review()
+        second = training().in_namespace(namespace).in_queue("research").review()
         assert ask(opa, second).allowed  # $46,000 + $2,360: under the budget
 
         # a workload admitted: its pod exists (pending: no scheduler here) and will still cost
         # a day of 8 GPUs; the controller's pass reserves it
-        pod = training().in_namespace(namespace).object()
+        pod = training().in_namespace(namespace).in_queue("research").object()
         pod["metadata"]["name"] = "first"
         pod["spec"].pop("priorityClassName", None)  # this API server has none declared
         client.create(object_path("v1", "pods", namespace, None), pod)

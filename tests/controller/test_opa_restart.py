@@ -35,7 +35,9 @@ KEPT = "fleetplane-opa-controller-data"
 def review(opa: OpaServer, namespace: str) -> Verdict:
     """A day of 8 H100 for team research (about $2,360), as the API server sends it: no token."""
     answer = requests.post(
-        f"{opa.url}/", json=training().in_namespace(namespace).review(), timeout=10
+        f"{opa.url}/",
+        json=training().in_namespace(namespace).in_queue("research").review(),
+        timeout=10,
     )
     assert answer.status_code == 200, answer.text
     return Verdict(answer.json()["response"])

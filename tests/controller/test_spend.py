@@ -29,6 +29,8 @@ def admission_review(namespace: str) -> dict[str, Any]:
             "name": "next-run",
             "namespace": namespace,
             "labels": {"fleetplane.dev/workload-type": "training"},
+            # the gate requires the team's Volcano queue on accelerator pods
+            "annotations": {"scheduling.volcano.sh/queue-name": "research"},
         },
         "spec": {
             "priorityClassName": "fleetplane-training",

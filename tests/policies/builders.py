@@ -307,6 +307,10 @@ class Workload:
         template.setdefault("metadata", {}).setdefault("annotations", {})[QUEUE_ANNOTATION] = queue
         return template
 
+    def in_queue(self, queue: str) -> Workload:
+        """With this queue annotation (for a namespace outside `TEAM_QUEUES`)."""
+        return replace(self, pod_queue=queue)
+
     def unqueued(self) -> Workload:
         """Without the queue annotation the gate requires of accelerator templates."""
         return replace(self, pod_queue="")

@@ -174,7 +174,10 @@ class Lab:
     def cli_args(self, directory: Path, now: float) -> list[str]:
         """Options for `fleetplane controller upgrade ...` against this lab."""
         config = directory / f"{self.pool}.json"
-        config.write_text(json.dumps(self.document))
+        # the lab's OPA runs without authorization: no token file to send
+        document = {**self.document, "controller": {**self.document["controller"]}}
+        document["controller"]["opa_token_file"] = None
+        config.write_text(json.dumps(document))
         return [
             "--config",
             str(config),
