@@ -191,6 +191,16 @@ def resolve_credentials(kubeconfig: str | None) -> Credentials:
     return credentials_from_kubeconfig(Path(path))
 
 
+def _namespace_terminating(response: requests.Response) -> bool:
+    """Whether a 403 says the namespace is being deleted (the Status cause
+    `NamespaceTerminating` the API server gives to creations in it)."""
+    try:
+        causes = response.json().get("details", {}).get("causes", [])
+    except ValueError:
+        return False
+    return any(cause.get("type") == "NamespaceTerminating" for cause in causes)
+
+
 def _status_message(response: requests.Response) -> str:
     """The `message` of the Status an error answer carries (JSON, or protobuf when a protobuf
     list was asked for); else the start of the body."""
@@ -344,7 +354,8 @@ class KubeClient:
         if 200 <= status < 300:
             return response
         message = f"{method} {path}: HTTP {status}: {_status_message(response)}"
-        if status == 404:
+        if status == 404 or (status == 403 and _namespace_terminating(response)):
+            # content of a namespace being deleted is going away with it: gone, not refused
             raise NotFoundError(message)
         if status == 409:
             raise ConflictError(message)

@@ -14,20 +14,22 @@ from typing import Any
 import pytest
 
 from controller.act.opa import Opa
-from controller.errors import ControllerError, PermanentError
+from controller.errors import ControllerError, NotFoundError, PermanentError
 from controller.observe.kube import Credentials, KubeClient
 from controller.observe.metrics import Prometheus
 
 
 @contextlib.contextmanager
-def answering(body: bytes, content_type: str = "application/json") -> Iterator[str]:
-    """A loopback server answering every request 200 with `body`; its URL."""
+def answering(
+    body: bytes, content_type: str = "application/json", status: int = 200
+) -> Iterator[str]:
+    """A loopback server answering every request `status` with `body`; its URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -178,3 +180,26 @@ def test_a_malformed_kubernetes_answer_is_a_permanent_error(
             kube.close()
     assert url in str(caught.value)
     assert want in str(caught.value)
+
+
+def test_creating_in_a_namespace_being_deleted_is_gone_not_refused() -> None:
+    """The API server's NamespaceLifecycle answer (403, cause NamespaceTerminating): what the
+    controller meant to create goes away with the namespace, so acts treat it as gone; any
+    other 403 stays a permanent refusal."""
+    terminating = (
+        b'{"kind":"Status","status":"Failure","reason":"Forbidden","code":403,'
+        b'"message":"unable to create new content in namespace t because it is being terminated",'
+        b'"details":{"causes":[{"type":"NamespaceTerminating","field":"metadata.namespace"}]}}'
+    )
+    forbidden = b'{"kind":"Status","status":"Failure","reason":"Forbidden","code":403}'
+    for body, error in ((terminating, NotFoundError), (forbidden, PermanentError)):
+        with answering(body, status=403) as url:
+            kube = KubeClient(Credentials(server=url), timeout=5)
+            try:
+                with pytest.raises(error) as caught:
+                    kube.create("/api/v1/namespaces/t/configmaps", {"metadata": {"name": "x"}})
+            finally:
+                kube.close()
+        assert "HTTP 403" in str(caught.value)
+        if error is PermanentError:
+            assert not isinstance(caught.value, NotFoundError)

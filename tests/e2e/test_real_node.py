@@ -96,7 +96,10 @@ def notebook(name: str) -> dict[str, Any]:
                 # the controller's idle rule is the workload type's)
                 "metadata": {
                     "labels": labels,
-                    "annotations": {"fleetplane.dev/idle-timeout-seconds": "3600"},
+                    "annotations": {
+                        "fleetplane.dev/idle-timeout-seconds": "3600",
+                        "scheduling.volcano.sh/queue-name": "analytics",
+                    },
                 },
                 "spec": {
                     "priorityClassName": "fleetplane-notebook",
