@@ -192,6 +192,13 @@ class HealthLab:
         self.kube.kubectl("delete", "node", *self.names, "--wait=false", check=False)
         self.client.close()
 
+    def hold(self, node: str, held: bool) -> None:
+        """Cordon (or uncordon) a node as a person would, with no health mark: a spare kept out
+        of placement until the test wants it."""
+        self.client.merge_patch(
+            object_path("v1", "nodes", None, node), {"spec": {"unschedulable": held}}
+        )
+
     # workloads --------------------------------------------------------------------------------
 
     def gpu_pod(

@@ -3,9 +3,8 @@ OPA and a real Prometheus backfilled with dcgm-exporter series."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -14,30 +13,9 @@ from controller.observe.kube import pod_path
 from controller.remediation import states
 from controller.remediation.settings import GANG_ANNOTATION
 from fleet import labels as keys
-from localfleet.controlplane import LocalCluster
-from localfleet.servers import OpaServer, PrometheusServer, Sample
 from tests.controller.remediation.lab import STEP, T0, HealthLab, normal
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def lab_factory(
-    kube: LocalCluster,
-    opa_server: OpaServer,
-    namespace: str,
-    prometheus_factory: Callable[[Iterable[Sample]], PrometheusServer],
-) -> Iterator[Callable[..., HealthLab]]:
-    made: list[HealthLab] = []
-
-    def make(shape: Any, **kwargs: Any) -> HealthLab:
-        lab = HealthLab(kube, opa_server, namespace, **kwargs)
-        made.append(lab)
-        return lab.start(prometheus_factory, shape)
-
-    yield make
-    for lab in made:
-        lab.stop()
 
 
 @dataclass
