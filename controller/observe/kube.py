@@ -195,10 +195,14 @@ def _namespace_terminating(response: requests.Response) -> bool:
     """Whether a 403 says the namespace is being deleted (the Status cause
     `NamespaceTerminating` the API server gives to creations in it)."""
     try:
-        causes = response.json().get("details", {}).get("causes", [])
+        status = response.json()
     except ValueError:
         return False
-    return any(cause.get("type") == "NamespaceTerminating" for cause in causes)
+    causes = (status.get("details") or {}).get("causes") or []
+    if any(cause.get("type") == "NamespaceTerminating" for cause in causes):
+        return True
+    # NamespaceLifecycle's own words, for servers that answer without the cause
+    return "because it is being terminated" in str(status.get("message", ""))
 
 
 def _status_message(response: requests.Response) -> str:

@@ -360,6 +360,8 @@ class HealthLab:
             "/api/v1/namespaces/default/events",
             params={"fieldSelector": f"involvedObject.kind=Node,involvedObject.name={node}"},
         )
+        # in the order written: creationTimestamp has one-second resolution (two Events of one
+        # pass share it), etcd's resourceVersion grows with every write
         return [
-            e["reason"] for e in sorted(items, key=lambda e: e["metadata"]["creationTimestamp"])
+            e["reason"] for e in sorted(items, key=lambda e: int(e["metadata"]["resourceVersion"]))
         ]

@@ -525,5 +525,5 @@ class Lab:
             params={"fieldSelector": f"involvedObject.kind=Node,involvedObject.name={node}"},
         )
         return [
-            e["reason"] for e in sorted(items, key=lambda e: e["metadata"]["creationTimestamp"])
+            e["reason"] for e in sorted(items, key=lambda e: int(e["metadata"]["resourceVersion"]))
         ]
