@@ -5,6 +5,7 @@ nodes other than the quarantined one, while that node goes through every state a
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -178,4 +179,11 @@ def test_a_volcano_gang_leaves_a_failing_gpu_whole_and_restarts_whole_elsewhere(
         assert cost["fault"] == "uncorrectable-ecc"
         assert cost["gpu_hours_of_work_lost"] == pytest.approx(2 * GPUS * lost / 3600, abs=0.001)
     finally:
-        kube.kubectl("delete", "vcjob", name, "-n", TEAM, "--wait=false", check=False)
+        # leave the shared cluster without this gang: later tests judge every namespace's pods
+        kube.kubectl("delete", "vcjob", name, "-n", TEAM, "--timeout=60s", check=False)
+        kube.kubectl(
+            "delete", "pods", "--all", "-n", TEAM, "--force", "--grace-period=0", check=False
+        )
+        deadline = time.monotonic() + 60
+        while kube.get_json("pods", "-n", TEAM)["items"] and time.monotonic() < deadline:
+            time.sleep(1)
