@@ -94,13 +94,7 @@ class Opa:
             )
         except requests.RequestException as error:
             raise TemporaryError(f"opa {url}: {error}") from error
-        if response.status_code >= 500:
-            raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code != 200:
-            raise PermanentError(
-                f"opa {url}: HTTP {response.status_code}: {response.text[:200]}"
-                + _refusal(response.status_code)
-            )
+        _raise_unless(response, 200, f"opa {url}")
         try:
             answer = orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
@@ -143,15 +137,7 @@ class Opa:
             )
         except requests.RequestException as error:
             raise TemporaryError(f"opa {self.url}: {doing}: {error}") from error
-        if response.status_code >= 500:
-            raise TemporaryError(
-                f"opa {self.url}: {doing}: HTTP {response.status_code}: {response.text[:200]}"
-            )
-        if response.status_code != 204:
-            raise PermanentError(
-                f"opa {self.url}: {doing}: HTTP {response.status_code}: "
-                f"{response.text[:200]}" + _refusal(response.status_code)
-            )
+        _raise_unless(response, 204, f"opa {self.url}: {doing}")
 
     def get_data(self, path: str) -> Any:
         """The document at `data.<path>` (None when undefined): `GET /v1/data/<path>`."""
@@ -163,13 +149,7 @@ class Opa:
             )
         except requests.RequestException as error:
             raise TemporaryError(f"opa {self.url}: reading {path}: {error}") from error
-        if response.status_code >= 500:
-            raise TemporaryError(f"opa {url}: HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code != 200:
-            raise PermanentError(
-                f"opa {url}: HTTP {response.status_code}: {response.text[:200]}"
-                + _refusal(response.status_code)
-            )
+        _raise_unless(response, 200, f"opa {url}")
         try:
             answer = orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
@@ -207,6 +187,18 @@ class Opa:
                         + _refusal(response.status_code)
                     )
         return failed
+
+
+def _raise_unless(response: requests.Response, expected: int, where: str) -> None:
+    """OPA's answer as an error unless its status is `expected`: a server error is temporary,
+    anything else (a refusal, a missing policy) permanent, with what a refusal means."""
+    status = response.status_code
+    if status == expected:
+        return
+    message = f"{where}: HTTP {status}: {response.text[:200]}"
+    if status >= 500:
+        raise TemporaryError(message)
+    raise PermanentError(message + _refusal(status))
 
 
 def _refusal(status: int) -> str:
