@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from controller.act.idle import pod_ref
+from controller.act.pod_delete import delete_judged_pod
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.orphans import OrphanJudgement, OrphanPlan, Verdict, orphan_reason
-from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
+from controller.errors import NotFoundError
 from controller.observe.kube import pod_path
 from controller.observe.model import format_time
 from controller.observe.owners import read_owner
@@ -110,25 +111,14 @@ def reclaim(rt: Runtime, judgement: OrphanJudgement) -> bool:
         rt.summary.action(CONCERN, "orphan-reclaim", "changed")
         return False
     why = f"orphaned pod reclaimed ({judgement.orphan}): {judgement.reason}; policy: {decision.because()}"
-    if rt.dry_run:
-        rt.would(CONCERN, "orphan-reclaim", pod.key, why)
-        return True
-    ref = pod_ref(judgement)
-    try:
-        rt.kube.delete(pod_path(pod.namespace, pod.name), {"preconditions": {"uid": pod.uid}})
-    except NotFoundError:
-        rt.log.info("lifetime.orphan-reclaim.gone", pod=pod.key)
-        return False
-    except ConflictError:
-        rt.log.info("lifetime.orphan-reclaim.replaced", pod=pod.key)
-        return False
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        rt.events.emit(
-            ref, "OrphanReclaimFailed", f"{why}; deleting the pod failed: {error}", warning=True
-        )
-        raise
-    rt.events.emit(ref, "OrphanReclaimed", why, warning=True)
-    rt.done(CONCERN, "orphan-reclaim", pod.key, why, orphan=judgement.orphan)
-    return True
+    return delete_judged_pod(
+        rt,
+        CONCERN,
+        "orphan-reclaim",
+        pod,
+        pod_ref(judgement),
+        why,
+        done_event="OrphanReclaimed",
+        failed_event="OrphanReclaimFailed",
+        orphan=judgement.orphan,
+    )

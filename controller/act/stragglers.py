@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from controller.act.idle import pod_ref
+from controller.act.pod_delete import delete_judged_pod
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.stragglers import StragglerJudgement, StragglerPlan, Verdict
-from controller.errors import ConflictError, ControllerError, InjectedFault, NotFoundError
+from controller.errors import NotFoundError
 from controller.observe.kube import pod_path
 from fleet import labels as keys
 
@@ -99,25 +100,14 @@ def restart(rt: Runtime, judgement: StragglerJudgement) -> bool:
         rt.summary.action(CONCERN, "straggler-restart", "denied")
         return False
     why = f"straggler restarted (deleted for its controller to start again): {judgement.reason}; policy: {decision.because()}"
-    if rt.dry_run:
-        rt.would(CONCERN, "straggler-restart", pod.key, why)
-        return True
-    ref = pod_ref(judgement)
-    try:
-        rt.kube.delete(pod_path(pod.namespace, pod.name), {"preconditions": {"uid": pod.uid}})
-    except NotFoundError:
-        rt.log.info("lifetime.straggler-restart.gone", pod=pod.key)
-        return False
-    except ConflictError:
-        rt.log.info("lifetime.straggler-restart.replaced", pod=pod.key)
-        return False
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        rt.events.emit(
-            ref, "StragglerRestartFailed", f"{why}; deleting the pod failed: {error}", warning=True
-        )
-        raise
-    rt.events.emit(ref, "StragglerRestarted", why, warning=True)
-    rt.done(CONCERN, "straggler-restart", pod.key, why, gang=judgement.gang)
-    return True
+    return delete_judged_pod(
+        rt,
+        CONCERN,
+        "straggler-restart",
+        pod,
+        pod_ref(judgement),
+        why,
+        done_event="StragglerRestarted",
+        failed_event="StragglerRestartFailed",
+        gang=judgement.gang,
+    )
