@@ -20,10 +20,8 @@ from __future__ import annotations
 import copy
 import json
 import queue
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ import yaml
 from localfleet.controlplane import BIN_DIR, free_port
 from localfleet.stack import LocalStack
 from observability.dashboards import dashboards, panel_queries
+from tests.alert_receiver import alert_receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -86,24 +85,8 @@ def training_pod(name: str, image: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def alerts() -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
     """An Alertmanager webhook receiver: (its URL, each notification's body in arrival order)."""
-    received: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            received.put(json.loads(body))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
-    finally:
-        server.shutdown()
+    with alert_receiver() as found:
+        yield found
 
 
 def alert_arrives(

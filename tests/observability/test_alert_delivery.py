@@ -4,12 +4,9 @@ real Alertmanager, which posts it to a webhook receiver (a small HTTP server in 
 
 from __future__ import annotations
 
-import json
 import queue
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ from controller.summary import Summary
 from fleet.config import FleetConfig
 from localfleet.servers import AlertmanagerServer, PrometheusServer, PushgatewayServer
 from observability.rules import write_rule_file
+from tests.alert_receiver import alert_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -26,25 +24,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
     """An Alertmanager webhook receiver: each notification's JSON body, in arrival order."""
-    received: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            received.put(json.loads(body))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with alert_receiver() as found:
+        yield found
 
 
 def test_a_team_over_its_budget_warning_line_reaches_the_receiver(
