@@ -103,7 +103,7 @@ class Controller:
         pods = [g.view for g in sim.ghosts]
         pods += [j.view(at, sim.epoch) for j in sim.pending.values()]
         pods += [j.view(at, sim.epoch) for j in sim.running.values()]
-        nodes = {n.name: n.view for n in sim.standing() if n.ready}
+        nodes = sim.ready_views()
         plan: IdlePlan | None = None
         if "idle" in self.concerns:
             plan = self._idle_plan(pods, at, now)
