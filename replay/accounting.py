@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from replay.objects import Ghost, Job, SimNode
 
@@ -77,6 +77,27 @@ class Series:
     spend: dict[str, list[float]] = field(default_factory=dict)
 
 
+class StandingGpus(NamedTuple):
+    """The GPUs of the standing nodes: billed (requested, not removed), provisioned (ready) and
+    the provisioned ones on spot."""
+
+    billed: int
+    provisioned: int
+    spot: int
+
+    @classmethod
+    def of(cls, nodes: Iterable[SimNode]) -> StandingGpus:
+        provisioned = billed = spot = 0
+        for node in nodes:
+            pool = node.pool
+            billed += pool.gpus_per_node
+            if node.ready:
+                provisioned += pool.gpus_per_node
+                if pool.spot:
+                    spot += pool.gpus_per_node
+        return cls(billed=billed, provisioned=provisioned, spot=spot)
+
+
 class Accounting:
     """The counters, integrals and series of one replay, and the window they cover."""
 
@@ -122,7 +143,7 @@ class Accounting:
         self,
         at: float,
         *,
-        nodes: Iterable[SimNode],
+        gpus: StandingGpus,
         running: Iterable[Job],
         ghosts: Iterable[Ghost],
         pending: Iterable[Job],
@@ -133,27 +154,20 @@ class Accounting:
         published month-to-date spend."""
         s = self.series
         s.t.append(at)
-        provisioned = billed = spot = 0
-        for node in nodes:
-            pool = node.pool
-            billed += pool.gpus_per_node
-            if node.ready:
-                provisioned += pool.gpus_per_node
-                if pool.spot:
-                    spot += pool.gpus_per_node
         allocated = sum(g.held for g in ghosts)
         busy = 0.0
         util = 0.0
         for job in running:
-            allocated += job.held
+            held = job.held
+            allocated += held
             level = job.util_at(at)
             if level > 0:
-                busy += job.held
-                util += job.held * level / 100.0
+                busy += held
+                util += held * level / 100.0
         waiting = list(pending)
-        s.provisioned.append(provisioned)
-        s.billed.append(billed)
-        s.spot.append(spot)
+        s.provisioned.append(gpus.provisioned)
+        s.billed.append(gpus.billed)
+        s.spot.append(gpus.spot)
         s.allocated.append(allocated)
         s.busy.append(busy)
         s.util.append(round(util, 3))

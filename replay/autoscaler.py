@@ -64,7 +64,7 @@ class Autoscaler:
     def node_ready(self, node: SimNode, at: float) -> bool:
         if node.gone_at is not None:
             return False
-        node.ready = True
+        self.fleet.node_ready(node)
         node.empty_since = at
         events = self.fleet.events
         events.push(at + self.fleet.settings.scale_down_seconds, EMPTY_CHECK, (node, at))

@@ -42,7 +42,7 @@ from controller.decide.preempt import (
     release,
 )
 from controller.decide.preempt import select_victims as choose_victims
-from controller.decide.spend import Accumulator, plan_spend
+from controller.decide.spend import Accumulator, Rate, plan_spend
 from controller.decide.workloads import team_usage
 from controller.observe.metrics import GpuSeries, PodEvidence
 from controller.observe.model import Namespace, Node, Pod
@@ -79,6 +79,9 @@ class Controller:
         self.spend_document: dict[str, Any] = {}
         """The month-to-date spend last published (`data.fleetplane.spend`)."""
         self._evidence_cache: dict[str, tuple[float, str, PodEvidence]] = {}
+        self._rates: dict[str, Rate | None] = {}
+        """What each node charges (`decide.spend.node_rate`), kept across passes: a node's
+        name is never reused and its labels never change."""
         self.passes = 0
         self.seconds = 0.0
 
@@ -100,7 +103,7 @@ class Controller:
         pods = [g.view for g in sim.ghosts]
         pods += [j.view(at, sim.epoch) for j in sim.pending.values()]
         pods += [j.view(at, sim.epoch) for j in sim.running.values()]
-        nodes = {n.name: n.view for n in sim.standing() if n.ready}
+        nodes = sim.ready_views()
         plan: IdlePlan | None = None
         if "idle" in self.concerns:
             plan = self._idle_plan(pods, at, now)
@@ -234,7 +237,9 @@ class Controller:
     # ------------------------------------------------------------------ spend
 
     def _spend(self, pods: list[Pod], nodes: dict[str, Node], now: float) -> None:
-        plan = plan_spend(pods, nodes, self.namespaces, self.fleet, self.accumulators, now)
+        plan = plan_spend(
+            pods, nodes, self.namespaces, self.fleet, self.accumulators, now, rates=self._rates
+        )
         for team, spend in plan.teams.items():
             if plan.home.get(team) is not None:
                 self.accumulators[team] = spend.accumulator

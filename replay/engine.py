@@ -199,7 +199,7 @@ class Replay:
         fleet = self.fleet
         self.accounting.sample(
             at,
-            nodes=fleet.standing(),
+            gpus=fleet.standing_gpus(),
             running=fleet.running.values(),
             ghosts=fleet.ghosts,
             pending=fleet.pending.values(),

@@ -324,6 +324,10 @@ class Job:
 
     def view(self, now: float, epoch: float) -> Pod:
         """The controller's slim view of the current pod."""
+        if self.view_cache is not None and not self.workload.checkpoint_seconds:
+            # A type that does not checkpoint keeps `checkpoint` at 0: no checkpoint time,
+            # ever, so only `invalidate` changes its view (asked for every pod every period).
+            return self.view_cache
         checkpoint = self.checkpoint_time(now)
         if self.view_cache is not None and checkpoint == self.view_checkpoint:
             return self.view_cache
