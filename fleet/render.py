@@ -75,6 +75,9 @@ def render_opa_data(config: FleetConfig) -> dict[str, Any]:
         "platform_repositories": platform_repositories(config),
         "budget": config.budget.model_dump(),
         "pools": {pool.name: _pool(config, pool) for pool in config.pools},
+        # The pools reserved for some teams, with their teams: what the gate's fast path
+        # walks instead of every pool (policies/fleetplane/admission/fast.rego).
+        "reserved_pools": {pool.name: list(pool.teams) for pool in config.pools if pool.teams},
         "upgrade": config.upgrade.model_dump(),
         "health": config.health.model_dump(),
         "lifetime": config.lifetime.model_dump(),

@@ -20,6 +20,7 @@ TOP_LEVEL = {
     "platform_repositories",
     "budget",
     "pools",
+    "reserved_pools",
     "upgrade",
     "health",
     "lifetime",
@@ -190,6 +191,11 @@ def test_cron_schedule(period: int, schedule: str) -> None:
 def test_shared_pools_and_team_pools(stack_fleets: dict[str, FleetConfig]) -> None:
     data = render_opa_data(stack_fleets["prod"])
     assert data["pools"]["h100-spot"]["teams"] == ["research"]
+    # The gate reads reservations from one place: every pool with teams, and no other.
+    assert data["reserved_pools"] == {
+        name: pool["teams"] for name, pool in data["pools"].items() if pool["teams"]
+    }
+    assert data["reserved_pools"]["h100-spot"] == ["research"]
     assert data["pools"]["l4-notebooks"]["allocatable_per_node"] == 4  # 1 L4 shared by 4
     assert data["pools"]["l4-notebooks"]["driver_manager"] == "cloud"
     assert data["pools"]["l4-notebooks"]["driver_version"] is None

@@ -206,26 +206,26 @@ model_allowed(name) if name in team_config.allowed_models
 
 # -------------------------------------------------------------------- pools
 
-# A pool restricted to some teams (config.pools.*.teams not empty) is theirs
-# alone: a template that may land on it (a pool of a model it selects, of a
-# capacity type it admits, among the pools it selects if it selects any) is
-# refused for any other team.
+# A pool reserved for some teams is theirs alone: a template that may land on
+# it (a pool of a model it selects, of a capacity type it admits, among the
+# pools it selects if it selects any) is refused for any other team. The
+# reservations are read from config.reserved_pools (pool name -> teams,
+# rendered from each pool's `teams`): only they are walked, so a review costs
+# the same however many open pools the fleet has.
 deny contains msg if {
 	judged
 	team_config
 	some i, f in facts
 	some family, choice in placement[i].families
 	count(choice.models) > 0
-
-	# Only the pools reserved for others are followed further: most are open.
-	some name, pool in config.pools
-	not pool.teams == []
-	not pool_open(pool)
+	some name, teams in config.reserved_pools
+	not pool_open(name)
+	pool := config.pools[name]
 	pool_reachable(pool, name, choice.models, placement[i], f.spec)
 	reachable := {other | some other, p in config.pools; pool_reachable(p, other, choice.models, placement[i], f.spec)}
 	msg := sprintf(
 		"pool: %s may land on pool %s (%s), which is reserved for %s; %s",
-		[f.where, name, pool.model, pool_teams(pool), open_pool_hint(reachable, family)],
+		[f.where, name, pool.model, pool_teams(teams), open_pool_hint(reachable, family)],
 	)
 }
 
@@ -241,19 +241,20 @@ pool_selected(spec, name) if name in scheduling.label_values(spec, lib.keys.pool
 
 pool_selected(spec, _) if not scheduling.label_values(spec, lib.keys.pool)
 
-pool_open(pool) if pool.teams == []
+# A pool no reservation names is open to every team.
+pool_open(name) if not config.reserved_pools[name]
 
-pool_open(pool) if team in pool.teams
+pool_open(name) if team in config.reserved_pools[name]
 
-pool_teams(pool) := sprintf("teams %s", [concat(", ", pool.teams)]) if {
-	is_array(pool.teams)
-} else := sprintf("nobody (its teams are %s, not a list)", [json.marshal(object.get(pool, "teams", null))])
+pool_teams(teams) := sprintf("teams %s", [concat(", ", teams)]) if {
+	is_array(teams)
+} else := sprintf("nobody (its teams are %s, not a list)", [json.marshal(teams)])
 
 open_pool_hint(reachable, _) := sprintf(
 	"select pools open to team %s with nodeSelector %s: one of %s",
 	[team, lib.keys.pool, concat(", ", sort(open))],
 ) if {
-	open := {name | some name in reachable; pool_open(config.pools[name])}
+	open := {name | some name in reachable; pool_open(name)}
 	count(open) > 0
 } else := sprintf("no pool open to team %s has that model; select another model", [team])
 

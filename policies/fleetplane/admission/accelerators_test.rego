@@ -421,9 +421,9 @@ test_object_uids if {
 # ------------------------------------------------------------------ pools
 
 # h100-spot reserved for team serving, a100-on-demand for research.
-reserved_pools := object.union(testing.config, {"pools": {
-	"h100-spot": {"teams": ["serving"]},
-	"a100-on-demand": {"teams": ["research"]},
+reserved_pools := object.union(testing.config, {"reserved_pools": {
+	"h100-spot": ["serving"],
+	"a100-on-demand": ["research"],
 }})
 
 rules_with_pools(rev) := {split(m, ":")[0] | some m in result} if {
@@ -477,5 +477,5 @@ test_pool_message_lists_open_pools if {
 }
 
 test_pool_teams_that_are_not_a_list_are_nobody_s if {
-	admission.pool_teams({"teams": "research"}) == `nobody (its teams are "research", not a list)`
+	admission.pool_teams("research") == `nobody (its teams are "research", not a list)`
 }

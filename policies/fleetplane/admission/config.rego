@@ -21,7 +21,6 @@ type_schema := {
 pool_schema := {
 	"model": "string",
 	"capacity_type": "capacity type",
-	"teams": "strings",
 }
 
 platform_schema := {
@@ -98,6 +97,13 @@ needed_fields contains [["pools", name, field], kind] if {
 	holding_judged
 	some name, _ in workloads.as_object(config.pools)
 	some field, kind in pool_schema
+}
+
+needed_fields contains [["reserved_pools"], "map"] if holding_judged
+
+needed_fields contains [["reserved_pools", name], "strings"] if {
+	holding_judged
+	some name, _ in workloads.as_object(config.reserved_pools)
 }
 
 needed_fields contains [["workload_types"], "map"] if holding_judged
@@ -181,7 +187,8 @@ accelerator_config_ok if {
 	is_array(team_config.allowed_models)
 	is_number(config.approval.threshold_accelerators)
 	is_object(config.pools)
-	count([p | some p in config.pools; is_array(p.teams)]) == count(config.pools)
+	is_object(config.reserved_pools)
+	count([teams | some teams in config.reserved_pools; is_array(teams)]) == count(config.reserved_pools)
 }
 
 # The platform's identities are read when the request writes a key only the

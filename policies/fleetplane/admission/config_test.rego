@@ -75,10 +75,15 @@ config_cases := {
 		"input": testing.pod_in(testing.cpu, "default"),
 		"want": "config: data.fleetplane.config.system_namespaces must be a list of strings, got null; render the platform configuration into OPA again",
 	},
-	"pool teams missing": {
-		"config": without("pools/h100-spot/teams"),
+	"pool reservations missing": {
+		"config": without("reserved_pools"),
 		"input": testing.pod(testing.training),
-		"want": "config: data.fleetplane.config.pools.h100-spot.teams must be a list of strings, got null; render the platform configuration into OPA again",
+		"want": "config: data.fleetplane.config.reserved_pools must be a map, got null; render the platform configuration into OPA again",
+	},
+	"a pool reservation that is not a list": {
+		"config": patched({"reserved_pools": {"h100-spot": "research"}}),
+		"input": testing.pod(testing.training),
+		"want": `config: data.fleetplane.config.reserved_pools.h100-spot must be a list of strings, got "research"; render the platform configuration into OPA again`,
 	},
 	"pod security level unknown": {
 		"config": patched({"workload_types": {"training": {"pod_security": "lenient"}}}),

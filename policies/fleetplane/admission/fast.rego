@@ -432,7 +432,7 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	]) == 0
 
 	# Capacity: where the pod may run, as the full rules see it.
-	placement := scheduling.spot_placement(spec)
+	placement := fast_spot_placement(spec, b.selector, b.affinity)
 	pins := placement.pins_spot
 	opens := placement.opens_spot
 	{"any": true, "on-demand": opens == false, "spot": pins}[tc.capacity] == true
@@ -444,11 +444,18 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	# for other teams.
 	[model_denials, price, picked] := fast_model(r, b.selector, b.affinity, team_config, capacity, b.where)
 	is_number(price)
+
+	#
+	# Only the reserved pools are walked (config.reserved_pools, as the full
+	# rules read them): a walk over every pool costs OPA about ten
+	# allocations a pool (the replay's fleet has 30 pools: 280 of a review's
+	# 2,350).
 	is_object(cfg.pools)
+	reserved_pools := cfg.reserved_pools
+	is_object(reserved_pools)
 	count([1 |
-		some name, pool in cfg.pools
-		not pool.teams == []
-		fast_pool_restricts(name, pool, b.selector, picked, team)
+		some name, teams in reserved_pools
+		fast_pool_restricts(name, teams, object.get(cfg.pools, name, {}), b.selector, picked, team)
 	]) == 0
 
 	# The rules reviews break most often, with the full rules' messages.
@@ -489,9 +496,29 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	)
 }
 
+# Where the pod may run, as scheduling.spot_placement reads it, for the shapes
+# fast_base lets through: without required node affinity, or with one whose
+# key is no spot label (a model label, as most say), only the nodeSelector
+# can pin spot, and only it or a toleration of the spot taint can open it;
+# an expression on a spot label takes the general function.
+fast_spot_placement(spec, selector, affinity) := scheduling.spot_placement(spec) if {
+	affinity != null
+	lib.spot_node_labels[affinity.key]
+} else := {"pins_spot": pins, "opens_spot": opens} if {
+	pins := count([k | some k, v in selector; lib.spot_node_labels[k] == v]) > 0
+	opens := true in {pins, count([t | some t in spec.tolerations; scheduling.tolerates(t, lib.spot_taint)]) > 0}
+}
+
 # The pod-seconds of a template (workloads.pod_seconds with the type's default
-# runtime), or null when nothing bounds them.
-fast_pod_seconds(t, wall, pod_deadline, fallback) := seconds if {
+# runtime), or null when nothing bounds them. One run of a pod with no
+# deadline is the default runtime itself (the product, 1 x fallback, costs
+# OPA about 50 allocations).
+fast_pod_seconds(t, wall, pod_deadline, fallback) := fallback if {
+	wall == null
+	pod_deadline == null
+	t.runs == 1
+	is_number(fallback)
+} else := seconds if {
 	seconds := workloads.pod_seconds(t.replicas, t.runs, wall, t.replaced, pod_deadline, fallback)
 } else := null
 
@@ -529,16 +556,16 @@ fast_reaches_accelerators(_, selector) if {
 	accelerator_node_label(key)
 }
 
-# A pool (whose teams is not []) the fast path leaves to the full rules:
-# its teams is not a list, or it is reserved for other teams and the pod may
-# land on it (of a model it selects, by nodeSelector or among the models
-# fast_model picked, among the pools it selects if it does; the full rules
-# also tell capacity types apart). The node affinity fast_model reads names
-# no pool label, so only the nodeSelector selects pools.
-fast_pool_restricts(name, pool, selector, picked, team) if {
-	not is_array(object.get(pool, "teams", null))
+# A reserved pool the fast path leaves to the full rules: its teams is not a
+# list, or it is reserved for other teams and the pod may land on it (of a
+# model it selects, by nodeSelector or among the models fast_model picked,
+# among the pools it selects if it does; the full rules also tell capacity
+# types apart). The node affinity fast_model reads names no pool label, so
+# only the nodeSelector selects pools.
+fast_pool_restricts(name, teams, pool, selector, picked, team) if {
+	not is_array(teams)
 } else if {
-	not team in pool.teams
+	not team in teams
 	fast_pool_model_selected(pool.model, selector, picked)
 	object.get(selector, lib.keys.pool, name) == name
 }

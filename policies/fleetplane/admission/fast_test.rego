@@ -258,10 +258,11 @@ test_fast_path_never_contradicts_the_full_rules if {
 # default runtime, a team exempt for a type, reservations.
 contract_configs := {
 	"restricted training": object.union(testing.config, {"workload_types": {"training": {"pod_security": "restricted"}}}),
-	"reserved pools": object.union(testing.config, {"pools": {"h100-spot": {"teams": ["serving"]}, "a100-on-demand": {"teams": ["serving"]}}}),
+	"reserved pools": object.union(testing.config, {"reserved_pools": {"h100-spot": ["serving"], "a100-on-demand": ["serving"]}}),
 	"no default runtime": object.union(testing.config, {"workload_types": {"training": {"default_max_runtime_seconds": null}, "inference": {"default_max_runtime_seconds": null}}}),
 	"research exempt for inference": object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}}),
-	"pools without teams": json.remove(testing.config, ["pools/tpu-v5e/teams"]),
+	"a reservation whose teams are not a list": object.union(testing.config, {"reserved_pools": {"tpu-v5e": "research"}}),
+	"no reservations document": json.remove(testing.config, ["reserved_pools"]),
 	"unbounded inference, research exempt": unbounded_exempt,
 }
 

@@ -222,6 +222,7 @@ config := {
 			"teams": [],
 		},
 	},
+	"reserved_pools": {},
 	"health": {"max_unavailable": "10%"},
 	"lifetime": {
 		"stop_grace_seconds": 1800, "checkpoint_window_seconds": 3600, "checkpoint_slack_seconds": 300,
