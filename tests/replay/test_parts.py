@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replay.node_pools import node_shapes
-from replay.runner import trace_variables
+from replay.runner import heaviest_first, trace_variables
 from replay.scenarios import ScenarioError, ScenarioSet, evaluate, load_scenarios
 from replay.trace import DEFAULT_TRACE_DIR, TraceError, load_trace, read_pods
 from replay.workloads import (
@@ -144,3 +144,12 @@ def test_the_generated_fleet_matches_the_published_figures(
     assert abs(got["pods_at_zero"] - targets["pods_at_zero"]) < 0.03
     low, high = targets["idle_share_of_reserved_gpu_time"]
     assert low <= got["idle_share_of_reserved_gpu_time"] <= high
+
+
+def test_workers_take_the_scenarios_that_reclaim_first() -> None:
+    """Idle reclamation about doubles a scenario's work, so those go first and the short ones
+    fill in at the end (the order the worker pool takes them)."""
+    order = heaviest_first(default_scenario_set().scenarios)
+    assert sorted(order) == ["autoscaled", "fixed", "governed", "reclaim", "spot"]
+    assert set(order[:2]) == {"reclaim", "governed"}
+    assert order[0] == "governed"  # idle, spend and preempt: the most concerns
