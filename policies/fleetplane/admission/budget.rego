@@ -122,14 +122,18 @@ unbounded_fix(f) := sprintf(
 	f.replaced
 } else := "set activeDeadlineSeconds on the Job (spec.activeDeadlineSeconds) or on its pods"
 
-deny contains msg if {
+deny contains budget_denial(verdict, team) if {
 	budget_checked
 	verdict.level == "deny"
-	msg := sprintf(
-		"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget",
-		[budget.describe(team, verdict), round(config.budget.deny_ratio * 100)],
-	)
 }
+
+# METADATA
+# description: >-
+#   The denial of a verdict of level deny (the fast path gives the same).
+budget_denial(v, team_name) := sprintf(
+	"budget: %s, over the %d%% limit; lower the devices, replicas or activeDeadlineSeconds (every completion and retry a Job's backoffLimit allows is priced), or ask the platform team for more budget",
+	[budget.describe(team_name, v), round(config.budget.deny_ratio * 100)],
+)
 
 warnings contains budget_warning(verdict, team, workload_type) if {
 	budget_checked

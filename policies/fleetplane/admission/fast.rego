@@ -7,7 +7,8 @@
 # request (fast_base, fast_verdict), where the explaining rules derive every
 # fact, place and message: allowed, with the budget warnings the full rules
 # would give, or denied when it breaks only the rules reviews break most often
-# (image registry, no model selected, priority class, idle timeout), with the
+# (image registry, no model selected, priority class, idle timeout, queue,
+# budget over the limit), with the
 # full rules' messages from the same functions. Whenever it cannot decide
 # (anything unusual: init containers, MIG slices, node affinity of any other
 # shape, several templates, two accelerator families, an update, a security context beyond
@@ -459,7 +460,7 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	]) == 0
 
 	# The rules reviews break most often, with the full rules' messages.
-	denials := array.concat(
+	rule_denials := array.concat(
 		array.concat(b.denials, model_denials),
 		array.concat(
 			fast_priority_denial(spec, tc.priority_classes, b.where, wt),
@@ -470,8 +471,9 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 		),
 	)
 
-	# Budget: this month's spend and the reservations plus the estimate at or
-	# under both lines; or, for a workload nothing bounds in time (no
+	# Budget: this month's spend and the reservations plus the estimate
+	# judged against both lines (a denial over the limit, with the full
+	# rules' message); or, for a workload nothing bounds in time (no
 	# estimate), a type the team is exempt for, with well-formed spend and
 	# reservations (the full rules check those when there is no estimate).
 	now := time.now_ns()
@@ -488,12 +490,13 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
 	is_number(cfg.budget.deny_ratio)
-	warnings := fast_cost_warnings(
+	[budget_denials, warnings] := fast_cost_verdict(
 		seconds,
 		{"devices": devices, "price": price, "spent_usd": spent, "reserved_usd": reserved, "budget_usd": limit},
 		cfg.budget,
 		{"team": team, "type": wt, "where": b.where, "runs": t.runs},
 	)
+	denials := array.concat(rule_denials, budget_denials)
 }
 
 # Where the pod may run, as scheduling.spot_placement reads it, for the shapes
@@ -522,11 +525,12 @@ fast_pod_seconds(t, wall, pod_deadline, fallback) := fallback if {
 	seconds := workloads.pod_seconds(t.replicas, t.runs, wall, t.replaced, pod_deadline, fallback)
 } else := null
 
-# The budget warnings of a workload that costs seconds x devices x price (see
-# fast_budget_warnings); for one nothing bounds (null seconds), the
-# exemption warning when the team is exempt for its type, as the full rules
-# give it (unbounded_exempt_warning); undefined otherwise (a denial).
-fast_cost_warnings(seconds, cost, ratios, who) := fast_budget_warnings(
+# The budget's [denials, warnings] for a workload that costs seconds x
+# devices x price (see fast_budget); for one nothing bounds (null seconds),
+# the exemption warning when the team is exempt for its type, as the full
+# rules give it (unbounded_exempt_warning); undefined otherwise (the full
+# rules deny it and say what bound to set).
+fast_cost_verdict(seconds, cost, ratios, who) := fast_budget(
 	{
 		"total_usd": (cost.spent_usd + cost.reserved_usd) + estimate, "spent_usd": cost.spent_usd,
 		"reserved_usd": cost.reserved_usd, "estimate_usd": estimate, "budget_usd": cost.budget_usd,
@@ -539,7 +543,7 @@ fast_cost_warnings(seconds, cost, ratios, who) := fast_budget_warnings(
 	estimate := ((cost.devices * cost.price) * seconds) / 3600
 }
 
-fast_cost_warnings(null, _, _, who) := [unbounded_exempt_warning(who.where, who.runs, who.team, who.type)] if {
+fast_cost_verdict(null, _, _, who) := [[], [unbounded_exempt_warning(who.where, who.runs, who.team, who.type)]] if {
 	budget.exempt(who.team, who.type)
 }
 
@@ -656,21 +660,27 @@ fast_idle_timeout_denial(maximum, annotations, where, wt) := [] if {
 	declares_idle_timeout(annotations, maximum)
 } else := [idle_timeout_message(wt, where, maximum)]
 
-# The budget warnings of budget.rego (budget_warning), from the comparisons of
-# fleetplane.budget.level with the lines ratio x budget: none at or under the
-# warning line when it is at or under the limit (warn_ratio <= deny_ratio, a
-# budget of at least 0: then the total is under both, and the limit, a product
-# of floats that costs OPA ~40 allocations, is not computed); the exemption
-# warning over the limit for a budget-exempt type; the warning between the
-# lines; undefined otherwise (a denial, or lines the full rules should judge).
-fast_budget_warnings(amounts, ratios, team, wt) := [] if {
+# The budget's [denials, warnings] as budget.rego gives them (budget_denial,
+# budget_warning), from the comparisons of fleetplane.budget.level with the
+# lines ratio x budget: none at or under the warning line when it is at or
+# under the limit (warn_ratio <= deny_ratio, a budget of at least 0: then the
+# total is under both, and the limit, a product of floats that costs OPA ~40
+# allocations, is not computed); the exemption warning over the limit for a
+# budget-exempt type; the denial over the limit for any other (with those
+# lines); the warning between the lines; undefined otherwise (lines the full
+# rules should judge).
+fast_budget(amounts, ratios, team, wt) := [[], []] if {
 	ratios.warn_ratio <= ratios.deny_ratio
 	amounts.budget_usd >= 0
 	amounts.total_usd <= ratios.warn_ratio * amounts.budget_usd
-} else := [budget_warning(object.union(amounts, {"level": "exempt"}), team, wt)] if {
+} else := [[], [budget_warning(object.union(amounts, {"level": "exempt"}), team, wt)]] if {
 	amounts.total_usd > ratios.deny_ratio * amounts.budget_usd
 	budget.exempt(team, wt)
-} else := [budget_warning(object.union(amounts, {"level": "warn"}), team, wt)] if {
+} else := [[budget_denial(object.union(amounts, {"level": "deny"}), team)], []] if {
+	ratios.warn_ratio <= ratios.deny_ratio
+	amounts.budget_usd >= 0
+	amounts.total_usd > ratios.deny_ratio * amounts.budget_usd
+} else := [[], [budget_warning(object.union(amounts, {"level": "warn"}), team, wt)]] if {
 	amounts.total_usd > ratios.warn_ratio * amounts.budget_usd
 	amounts.total_usd <= ratios.deny_ratio * amounts.budget_usd
 }

@@ -435,6 +435,26 @@ test_fast_path_answers_a_budget_warning_like_the_full_rules if {
 	answer.response == {"uid": rev.request.uid, "allowed": true, "warnings": warnings}
 }
 
+# Over the limit the fast path denies with the full rules' message (a fifth
+# of the full-rule reviews of the benchmark's trace requests were these).
+test_fast_path_denies_over_the_budget_like_the_full_rules if {
+	rev := testing.pod(training)
+	spend := spent("research", 60000)
+	fast := admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+	fast.allowed == false
+	startswith(fast.status.message, "budget: team research would reach ")
+	contains(fast.status.message, "over the 100% limit")
+	fast == data.system.full_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as spend
+		with time.now_ns as testing.now_ns
+}
+
 test_fast_path_gives_the_exemption_warning if {
 	rev := testing.deployment(testing.inference, 1)
 	spend := spent("research", 60000)
