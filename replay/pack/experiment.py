@@ -24,7 +24,14 @@ import numpy as np
 from replay.pack.cluster import Cluster
 from replay.pack.fragmentation import Fragmentation, typical_pods
 from replay.pack.policies import POLICIES, Context, Policy
-from replay.pack.volcano import VolcanoScoring, VolcanoWeights, gpu_binpack_tiers
+from replay.pack.volcano import (
+    VolcanoScoring,
+    VolcanoWeights,
+    gpu_binpack_tiers,
+    most_requested_tiers,
+    no_spreading_tiers,
+    reserve_cpu_for_gpus_tiers,
+)
 from replay.trace import PodRequest, TraceNode
 
 TUNE_RATIO = 1.3
@@ -83,8 +90,16 @@ def policy_named(name: str) -> Policy:
 
 
 VOLCANO_VARIANTS: dict[str, VolcanoWeights] = {
-    # Pack GPUs only: binpack on nvidia.com/gpu alone, no spreading by nodeorder.
+    # Scoring: pack GPUs only (binpack on nvidia.com/gpu alone, no spreading by nodeorder);
+    # nodeorder packing CPU and memory instead of spreading them; no spreading at all.
     "gpu-binpack": VolcanoWeights.of(gpu_binpack_tiers()),
+    "most-requested": VolcanoWeights.of(most_requested_tiers()),
+    "no-spreading": VolcanoWeights.of(no_spreading_tiers()),
+    # Scoring as shipped, plus resource-strategy-fit's proportional predicate: pods without
+    # GPUs keep off the CPU that idle GPUs need (12 cores per idle GPU); and the same
+    # predicate with GPU-only binpack.
+    "reserve-cpu-for-gpus": VolcanoWeights.of(reserve_cpu_for_gpus_tiers()),
+    "gpu-binpack-reserve-cpu": VolcanoWeights.of(reserve_cpu_for_gpus_tiers(gpu_binpack_tiers())),
 }
 """Other configurations Volcano can express (`volcano:<name>`), to compare with the shipped one."""
 
@@ -126,7 +141,9 @@ def run_once(pods: Sequence[PodRequest], nodes: Sequence[TraceNode], policy: str
         d = cluster.demand(pod)
         asked += d.gpu_milli_total
         record_below(100.0 * asked / capacity)
-        fitting = cluster.fitting(d)
+        fitting = (
+            place.fitting(cluster, d) if isinstance(place, VolcanoScoring) else cluster.fitting(d)
+        )
         if len(fitting) == 0:
             failed += 1
         else:

@@ -329,7 +329,7 @@ def decisions(
     out: list[Decision] = []
     for pod in pods:
         d = cluster.demand(pod)
-        fitting = cluster.fitting(d)
+        fitting = policy.fitting(cluster, d)
         where = real.get(pod.name)
         best: tuple[str, ...] = ()
         best_score = real_score = None
@@ -380,7 +380,7 @@ def model_placement(
     out: dict[str, str | None] = {}
     for pod in pods:
         d = cluster.demand(pod)
-        fitting = cluster.fitting(d)
+        fitting = policy.fitting(cluster, d)
         if len(fitting) == 0:
             out[pod.name] = None
             continue

@@ -20,6 +20,13 @@ two score nodes for a pod:
   PreferNoSchedule taints: added as Volcano adds it, integers first and the binpack float
   last, so that equal totals are equal as Volcano's are.
 
+One predicate beyond the resource fit is modelled, for the configurations compared with the
+shipped one: resource-strategy-fit's proportional policy
+(pkg/scheduler/plugins/resource-strategy-fit/proportional.go). A pod that asks for no GPU
+passes a node only if what the node has idle after it stays at least `cpu` cores and `memory`
+GB (10^9 bytes) per idle GPU; pods that ask for GPUs pass. The plugin's node scores
+(`resourceStrategyFitWeight`, `sra`) are not modelled: a configuration with them is refused.
+
 `replay.pack.realcheck` holds this model against the real vc-scheduler (v1.15.1); see
 docs/replay.md, "The model against the real scheduler".
 
@@ -45,11 +52,25 @@ from replay.pack.policies import Choice, Context, gpus_for
 from replay.trace import PodRequest, TraceNode
 
 MAX_NODE_SCORE = 100
+MIB = 1 << 20
+
+
+RESOURCE_STRATEGY_FIT = "resource-strategy-fit"
+
+
+@dataclass(frozen=True)
+class Proportional:
+    """resource-strategy-fit's proportional predicate for `nvidia.com/gpu`: CPU cores and GB
+    of memory kept idle per idle GPU, against pods that ask for no GPU."""
+
+    cpu: float
+    memory: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class VolcanoWeights:
-    """The scoring weights of a Volcano configuration (defaults: Volcano's)."""
+    """The scoring weights of a Volcano configuration (defaults: Volcano's), and the
+    proportional predicate when it is enabled."""
 
     binpack: int = 0
     binpack_cpu: int = 1
@@ -60,6 +81,7 @@ class VolcanoWeights:
     balanced_resource: int = 1
     taint_toleration: int = 3
     """Every node scores 100 for it here (no PreferNoSchedule taints); 0 without nodeorder."""
+    proportional: Proportional | None = None
 
     @classmethod
     def of(cls, tiers: list[dict[str, Any]]) -> VolcanoWeights:
@@ -85,34 +107,120 @@ class VolcanoWeights:
                 "balanced_resource": 0,
                 "taint_toleration": 0,
             }
-        return cls(**out)
+        fit = plugin_arguments(tiers, RESOURCE_STRATEGY_FIT)
+        return cls(**out, proportional=None if fit is None else _proportional(fit))
+
+
+def _proportional(arguments: dict[str, Any]) -> Proportional | None:
+    """The proportional predicate of resource-strategy-fit's arguments (v1.15: nested
+    `proportional: {enable, resources, resourceProportion}`), None when it is off. Volcano
+    scores nodes with the plugin unless `resourceStrategyFitWeight` is 0 (missing or negative:
+    10), and with `sra` when enabled; the model does not, so it refuses those."""
+    weight = arguments.get("resourceStrategyFitWeight")
+    if weight is None or int(weight) != 0:
+        raise ValueError(
+            f"{RESOURCE_STRATEGY_FIT}: resourceStrategyFitWeight is {weight!r} (missing or "
+            "negative means 10); the model knows only the proportional predicate, so it must be 0"
+        )
+    if (arguments.get("sra") or {}).get("enable"):
+        raise ValueError(f"{RESOURCE_STRATEGY_FIT}: the model does not score sra; disable it")
+    policy = arguments.get("proportional") or {}
+    if not policy.get("enable"):
+        return None
+    named = [r.strip() for r in str(policy.get("resources", "")).split(",")]
+    if labels.GPU_RESOURCE not in named:
+        # Other resources (TPUs) exist on no node of the trace: the predicate passes there.
+        return None
+    proportion = policy.get("resourceProportion") or {}
+
+    def rate(key: str) -> float:
+        value = float(proportion.get(f"{labels.GPU_RESOURCE}.{key}", 1.0))
+        return 1.0 if value < 0 else value  # as calculateProportionalResources
+
+    return Proportional(cpu=rate("cpu"), memory=rate("memory"))
 
 
 SHIPPED = VolcanoWeights.of(SCHEDULER_TIERS)
 """The weights of the configuration components/volcano.py deploys."""
 
 
-def gpu_binpack_tiers(tiers: list[dict[str, Any]] = SCHEDULER_TIERS) -> list[dict[str, Any]]:
-    """The proposed configuration: the shipped tiers with binpack on accelerators only
-    (`binpack.cpu: 0`, `binpack.memory: 0`) and nodeorder's spreading off
-    (`leastrequested.weight: 0`, `balancedresource.weight: 0`); everything else as shipped.
-    Written as scheduler tiers, so the real vc-scheduler can run it too."""
+def with_arguments(
+    tiers: list[dict[str, Any]], plugin: str, arguments: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A copy of the tiers with `arguments` set on the named plugin (added to the last tier
+    when it is not enabled)."""
     out = copy.deepcopy(tiers)
     for tier in out:
-        for plugin in tier.get("plugins", []):
-            if plugin.get("name") == "binpack":
-                plugin["arguments"] = {
-                    **(plugin.get("arguments") or {}),
-                    "binpack.cpu": 0,
-                    "binpack.memory": 0,
-                }
-            elif plugin.get("name") == "nodeorder":
-                plugin["arguments"] = {
-                    **(plugin.get("arguments") or {}),
-                    "leastrequested.weight": 0,
-                    "balancedresource.weight": 0,
-                }
+        for entry in tier.get("plugins", []):
+            if entry.get("name") == plugin:
+                entry["arguments"] = {**(entry.get("arguments") or {}), **arguments}
+                return out
+    out[-1].setdefault("plugins", []).append({"name": plugin, "arguments": dict(arguments)})
     return out
+
+
+# Other configurations Volcano can express, written as scheduler tiers so that the real
+# vc-scheduler can run them too (`realcheck`); docs/replay.md has their figures.
+
+
+def gpu_binpack_tiers(tiers: list[dict[str, Any]] = SCHEDULER_TIERS) -> list[dict[str, Any]]:
+    """The shipped tiers with binpack on accelerators only (`binpack.cpu: 0`,
+    `binpack.memory: 0`) and nodeorder's spreading off (`leastrequested.weight: 0`,
+    `balancedresource.weight: 0`)."""
+    out = with_arguments(tiers, "binpack", {"binpack.cpu": 0, "binpack.memory": 0})
+    return with_arguments(
+        out, "nodeorder", {"leastrequested.weight": 0, "balancedresource.weight": 0}
+    )
+
+
+def most_requested_tiers(tiers: list[dict[str, Any]] = SCHEDULER_TIERS) -> list[dict[str, Any]]:
+    """The shipped tiers with nodeorder packing CPU and memory instead of spreading them
+    (`leastrequested.weight: 0`, `mostrequested.weight: 1`)."""
+    return with_arguments(
+        tiers, "nodeorder", {"leastrequested.weight": 0, "mostrequested.weight": 1}
+    )
+
+
+def no_spreading_tiers(tiers: list[dict[str, Any]] = SCHEDULER_TIERS) -> list[dict[str, Any]]:
+    """The shipped tiers with nodeorder's spreading off (`leastrequested.weight: 0`,
+    `balancedresource.weight: 0`), binpack as shipped."""
+    return with_arguments(
+        tiers, "nodeorder", {"leastrequested.weight": 0, "balancedresource.weight": 0}
+    )
+
+
+RESERVED_CPU_PER_GPU = 12
+"""Cores kept idle per idle GPU against pods without GPUs: the trace's GPU pods ask for a
+median 11.4 cores per GPU; its most common node has 12 per GPU (96 cores, 8 GPUs)."""
+RESERVED_MEMORY_PER_GPU = 0
+"""GB kept idle per idle GPU: none (reserving memory as well changed nothing measurable)."""
+
+
+def reserve_cpu_for_gpus_tiers(
+    tiers: list[dict[str, Any]] = SCHEDULER_TIERS,
+    *,
+    cpu: float = RESERVED_CPU_PER_GPU,
+    memory: float = RESERVED_MEMORY_PER_GPU,
+) -> list[dict[str, Any]]:
+    """The shipped tiers plus resource-strategy-fit's proportional predicate for
+    `nvidia.com/gpu` and nothing else of the plugin (`resourceStrategyFitWeight: 0`, no
+    `sra`): a pod without GPUs goes only where `cpu` cores and `memory` GB per idle GPU stay
+    idle after it, so CPU pods stop taking the CPU that free GPUs need."""
+    return with_arguments(
+        tiers,
+        RESOURCE_STRATEGY_FIT,
+        {
+            "resourceStrategyFitWeight": 0,
+            "proportional": {
+                "enable": True,
+                "resources": labels.GPU_RESOURCE,
+                "resourceProportion": {
+                    f"{labels.GPU_RESOURCE}.cpu": cpu,
+                    f"{labels.GPU_RESOURCE}.memory": memory,
+                },
+            },
+        },
+    )
 
 
 class VolcanoScoring:
@@ -120,6 +228,24 @@ class VolcanoScoring:
 
     def __init__(self, weights: VolcanoWeights = SHIPPED) -> None:
         self.weights = weights
+
+    def fitting(self, c: Cluster, d: Demand) -> np.ndarray:
+        """The nodes Volcano's predicates pass for the pod: where it fits, and what the
+        configuration's proportional predicate admits of those."""
+        return self.admitted(c, d, c.fitting(d))
+
+    def admitted(self, c: Cluster, d: Demand, nodes: np.ndarray) -> np.ndarray:
+        """Of the nodes the pod fits on, those the proportional predicate passes: a pod that
+        asks for GPUs passes; another only where the idle CPU (milli-cores) and memory
+        (bytes) left after it are at least the rates x the node's idle milli-GPUs (Volcano's
+        scalar resources are milli-units; memory's rate counts 10^6 bytes per milli-GPU)."""
+        p = self.weights.proportional
+        if p is None or d.num_gpu:
+            return nodes
+        idle = c.left_total[nodes].astype(float)
+        cpu_ok = (c.cpu_left[nodes] - d.cpu).astype(float) >= idle * p.cpu
+        memory_ok = (c.memory_left[nodes] - d.memory).astype(float) * MIB >= idle * p.memory * 1e6
+        return nodes[cpu_ok & memory_ok]
 
     def __call__(self, ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
         """Give it every node the pod fits on, not one per state (`Cluster.distinct`): a
@@ -216,7 +342,7 @@ def shipped_placement(
     out: list[tuple[str, str | None, tuple[int, ...]]] = []
     for pod in pods:
         d = cluster.demand(pod)
-        fitting = cluster.fitting(d)
+        fitting = policy.fitting(cluster, d)
         if len(fitting) == 0:
             out.append((pod.name, None, ()))
             continue
