@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=int,
         default=0,
-        help="worker processes (default: one per CPU, at most one per scenario)",
+        help="worker processes (default: one per scenario)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(

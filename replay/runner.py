@@ -60,10 +60,10 @@ class Options:
     """An OPA already running with the project's policies; scenarios then run one after
     another in this process. None starts one OPA per scenario."""
     jobs: int = 0
-    """Worker processes; 0 for one per CPU (at most one per scenario). A scenario's Python and
-    its OPA take turns, so one worker keeps about one CPU busy; more workers than CPUs only
-    make them share (measured on two cores, all five default scenarios: five workers 81 s wall
-    and 146 CPU-seconds, two workers with the heaviest first NN s and NN CPU-seconds)."""
+    """Worker processes; 0 for one per scenario. A scenario's Python and its OPA take turns,
+    and each hand-over leaves a CPU idle for a moment, so more workers than CPUs keep the CPUs
+    busy: on two cores, all five default scenarios, five workers took 92 s and 171.5 CPU-s and
+    two workers (the heaviest first) 94 s and 171 CPU-s, back to back."""
 
 
 def trace_variables(trace: Trace) -> dict[str, int]:
@@ -218,7 +218,7 @@ def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
     else:
         global _inherited
         _inherited = inputs  # workers in this process or forked from it use these inputs
-        jobs = workers = options.jobs or min(len(names), os.cpu_count() or 1)
+        jobs = workers = options.jobs or len(names)
         try:
             if jobs <= 1:
                 for name in names:
