@@ -4,6 +4,7 @@ replay's pack mode models the placement it makes, so both read it from here."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
@@ -48,10 +49,60 @@ SCHEDULER_TIERS: list[dict[str, Any]] = [
 guarantees and capabilities, and packing accelerators onto as few nodes as possible."""
 
 
+RESOURCE_STRATEGY_FIT = "resource-strategy-fit"
+
+
+def scheduler_tiers(fleet: FleetConfig) -> list[dict[str, Any]]:
+    """The plugin tiers a fleet's scheduler runs: SCHEDULER_TIERS, with the CPU reserved for
+    idle GPUs when `volcano.reserve_cpu_per_idle_gpu` is set."""
+    cpu = fleet.volcano.reserve_cpu_per_idle_gpu
+    return SCHEDULER_TIERS if cpu is None else reserve_cpu_for_gpus(SCHEDULER_TIERS, cpu=cpu)
+
+
 def scheduler_config(fleet: FleetConfig) -> str:
     """The `volcano-scheduler.conf` document."""
     return yaml.safe_dump(
-        {"actions": ", ".join(fleet.volcano.actions), "tiers": SCHEDULER_TIERS}, sort_keys=False
+        {"actions": ", ".join(fleet.volcano.actions), "tiers": scheduler_tiers(fleet)},
+        sort_keys=False,
+    )
+
+
+def with_arguments(
+    tiers: list[dict[str, Any]], plugin: str, arguments: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A copy of the tiers with `arguments` set on the named plugin (added to the last tier
+    when it is not enabled)."""
+    out = copy.deepcopy(tiers)
+    for tier in out:
+        for entry in tier.get("plugins", []):
+            if entry.get("name") == plugin:
+                entry["arguments"] = {**(entry.get("arguments") or {}), **arguments}
+                return out
+    out[-1].setdefault("plugins", []).append({"name": plugin, "arguments": dict(arguments)})
+    return out
+
+
+def reserve_cpu_for_gpus(
+    tiers: list[dict[str, Any]], *, cpu: float, memory: float = 0
+) -> list[dict[str, Any]]:
+    """The tiers plus resource-strategy-fit's proportional predicate for `nvidia.com/gpu` and
+    nothing else of the plugin (`resourceStrategyFitWeight: 0`, no `sra`): a pod without GPUs
+    goes only where `cpu` cores and `memory` GB per idle GPU stay idle after it
+    (pkg/scheduler/plugins/resource-strategy-fit/proportional.go, Volcano v1.15)."""
+    return with_arguments(
+        tiers,
+        RESOURCE_STRATEGY_FIT,
+        {
+            "resourceStrategyFitWeight": 0,
+            "proportional": {
+                "enable": True,
+                "resources": labels.GPU_RESOURCE,
+                "resourceProportion": {
+                    f"{labels.GPU_RESOURCE}.cpu": cpu,
+                    f"{labels.GPU_RESOURCE}.memory": memory,
+                },
+            },
+        },
     )
 
 

@@ -38,7 +38,6 @@ index first, for whole GPUs and shares alike.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,16 +45,19 @@ from typing import Any
 import numpy as np
 
 from fleet import labels
-from fleet.volcano import SCHEDULER_TIERS, plugin_arguments
+from fleet.volcano import (
+    RESOURCE_STRATEGY_FIT,
+    SCHEDULER_TIERS,
+    plugin_arguments,
+    reserve_cpu_for_gpus,
+    with_arguments,
+)
 from replay.pack.cluster import MILLI, Cluster, Demand
 from replay.pack.policies import Choice, Context, gpus_for
 from replay.trace import PodRequest, TraceNode
 
 MAX_NODE_SCORE = 100
 MIB = 1 << 20
-
-
-RESOURCE_STRATEGY_FIT = "resource-strategy-fit"
 
 
 @dataclass(frozen=True)
@@ -144,21 +146,6 @@ SHIPPED = VolcanoWeights.of(SCHEDULER_TIERS)
 """The weights of the configuration components/volcano.py deploys."""
 
 
-def with_arguments(
-    tiers: list[dict[str, Any]], plugin: str, arguments: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """A copy of the tiers with `arguments` set on the named plugin (added to the last tier
-    when it is not enabled)."""
-    out = copy.deepcopy(tiers)
-    for tier in out:
-        for entry in tier.get("plugins", []):
-            if entry.get("name") == plugin:
-                entry["arguments"] = {**(entry.get("arguments") or {}), **arguments}
-                return out
-    out[-1].setdefault("plugins", []).append({"name": plugin, "arguments": dict(arguments)})
-    return out
-
-
 # Other configurations Volcano can express, written as scheduler tiers so that the real
 # vc-scheduler can run them too (`realcheck`); docs/replay.md has their figures.
 
@@ -202,25 +189,9 @@ def reserve_cpu_for_gpus_tiers(
     cpu: float = RESERVED_CPU_PER_GPU,
     memory: float = RESERVED_MEMORY_PER_GPU,
 ) -> list[dict[str, Any]]:
-    """The shipped tiers plus resource-strategy-fit's proportional predicate for
-    `nvidia.com/gpu` and nothing else of the plugin (`resourceStrategyFitWeight: 0`, no
-    `sra`): a pod without GPUs goes only where `cpu` cores and `memory` GB per idle GPU stay
-    idle after it, so CPU pods stop taking the CPU that free GPUs need."""
-    return with_arguments(
-        tiers,
-        RESOURCE_STRATEGY_FIT,
-        {
-            "resourceStrategyFitWeight": 0,
-            "proportional": {
-                "enable": True,
-                "resources": labels.GPU_RESOURCE,
-                "resourceProportion": {
-                    f"{labels.GPU_RESOURCE}.cpu": cpu,
-                    f"{labels.GPU_RESOURCE}.memory": memory,
-                },
-            },
-        },
-    )
+    """The proposal: the shipped tiers plus the CPU kept for idle GPUs, as a fleet gets them
+    with `volcano.reserve_cpu_per_idle_gpu` (fleet.volcano.reserve_cpu_for_gpus)."""
+    return reserve_cpu_for_gpus(tiers, cpu=cpu, memory=memory)
 
 
 class VolcanoScoring:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
@@ -98,6 +100,44 @@ def test_volcano_release_configures_the_scheduler(
     assert [a.strip() for a in conf["actions"].split(",")] == ["enqueue", "allocate", "backfill"]
     plugins = {p["name"] for tier in conf["tiers"] for p in tier["plugins"]}
     assert {"gang", "priority", "proportion", "drf"} <= plugins
+
+
+def test_volcano_reserves_cpu_for_idle_gpus_only_when_asked(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    """`volcano.reserve_cpu_per_idle_gpu` adds resource-strategy-fit's proportional predicate
+    (its scores off) and changes nothing else; without it the plugin is not there."""
+    fleet = stack_fleets["prod"]
+    _, shipped = volcano_release(declare, fleet)
+    names = [p["name"] for tier in shipped["tiers"] for p in tier["plugins"]]
+    assert "resource-strategy-fit" not in names
+
+    asking = fleet.model_copy(
+        update={"volcano": fleet.volcano.model_copy(update={"reserve_cpu_per_idle_gpu": 12})}
+    )
+    _, conf = volcano_release(declare, asking)
+    before = [p for tier in shipped["tiers"] for p in tier["plugins"]]
+    added = [p for tier in conf["tiers"] for p in tier["plugins"] if p not in before]
+    assert added == [
+        {
+            "name": "resource-strategy-fit",
+            "arguments": {
+                "resourceStrategyFitWeight": 0,
+                "proportional": {
+                    "enable": True,
+                    "resources": "nvidia.com/gpu",
+                    "resourceProportion": {"nvidia.com/gpu.cpu": 12, "nvidia.com/gpu.memory": 0},
+                },
+            },
+        }
+    ]
+
+
+def test_reserved_cpu_per_idle_gpu_must_be_positive(stack_fleets: dict[str, FleetConfig]) -> None:
+    document = stack_fleets["prod"].model_dump(mode="json")
+    document["volcano"]["reserve_cpu_per_idle_gpu"] = 0
+    with pytest.raises(ValidationError, match="reserve_cpu_per_idle_gpu"):
+        FleetConfig.model_validate(document)
 
 
 def test_volcano_routes_podgroups_to_the_namespace_queue(
