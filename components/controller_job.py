@@ -84,8 +84,8 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
         # drain through the eviction API so PodDisruptionBudgets are honoured
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-        # Events are only ever created, and only as core/v1 (controller/act/events.py)
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        # Events as core/v1; a repeat raises the count of the one there (controller/act/events.py)
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": read},
         {
             "apiGroups": ["scheduling.volcano.sh"],

@@ -115,7 +115,7 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
         ("", "namespaces"): {"get", "list", "watch", "patch"},
         ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
         ("bus.volcano.sh", "commands"): {"create"},
-        ("", "events"): {"create"},
+        ("", "events"): {"create", "get", "patch"},
         ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
         ("scheduling.volcano.sh", "podgroups"): {"get", "list", "watch"},
         ("scheduling.volcano.sh", "queues"): {"get", "list", "watch"},
