@@ -18,6 +18,7 @@ from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
+from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
@@ -106,44 +107,29 @@ def warn(rt: Runtime, judgement: PodJudgement) -> bool:
         rt.would(CONCERN, "warn", pod.key, message)
         return True
 
-    replaced: list[str] = []
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            # Re-read after a conflict: still the pod that was judged idle? A pod created again
-            # under the same name is another workload, with no evidence against it.
-            if (uid := _uid_of(current)) != pod.uid:
-                replaced.append(uid)
-                return None
-            # Still not warned inside this window?
-            annotations = (current.get("metadata") or {}).get("annotations") or {}
-            previous = annotations.get(keys.IDLE_WARNED_AT)
-            if (
-                previous
-                and previous.isdigit()
-                and rt.now - rule.window_seconds <= int(previous) <= rt.now
-            ):
-                return None
-        return {
-            "metadata": {
-                "annotations": {
-                    keys.IDLE_WARNED_AT: str(warned_at),
-                    keys.RECLAIM_DEADLINE: str(deadline),
-                }
-            }
-        }
-
-    try:
-        written = patch_fresh(
-            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
+    def warned_in_window(annotations: dict[str, str]) -> bool:
+        # Re-read after a conflict: still not warned inside this window? (A pod created again
+        # under the same name is another workload, with no evidence against it: not written.)
+        previous = annotations.get(keys.IDLE_WARNED_AT)
+        return bool(
+            previous
+            and previous.isdigit()
+            and rt.now - rule.window_seconds <= int(previous) <= rt.now
         )
-    except NotFoundError:
+
+    result = annotate_judged_pod(
+        rt,
+        pod,
+        {keys.IDLE_WARNED_AT: str(warned_at), keys.RECLAIM_DEADLINE: str(deadline)},
+        unwanted=warned_in_window,
+    )
+    if result.outcome is Outcome.GONE:
         rt.log.info("idle.warn.gone", pod=pod.key)
         return False
-    if replaced:
-        rt.log.info("idle.warn.replaced", pod=pod.key, uid=pod.uid, new_uid=replaced[0])
+    if result.outcome is Outcome.REPLACED:
+        rt.log.info("idle.warn.replaced", pod=pod.key, uid=pod.uid, new_uid=result.uid)
         return False
-    if written is None:
+    if not result.written:
         rt.log.info("idle.warn.already", pod=pod.key)
         return False
     rt.events.emit(pod_ref(judgement), "IdleWarning", message, warning=True)
@@ -158,24 +144,12 @@ def clear_warning(rt: Runtime, judgement: PodJudgement) -> bool:
         rt.would(CONCERN, "clear", pod.key, message)
         return True
 
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            if _uid_of(current) != pod.uid:
-                return None  # another pod under the same name: not ours to clear
-            annotations = (current.get("metadata") or {}).get("annotations") or {}
-            if keys.IDLE_WARNED_AT not in annotations and keys.RECLAIM_DEADLINE not in annotations:
-                return None
-        return {
-            "metadata": {"annotations": {keys.IDLE_WARNED_AT: None, keys.RECLAIM_DEADLINE: None}}
-        }
+    def cleared(annotations: dict[str, str]) -> bool:
+        return keys.IDLE_WARNED_AT not in annotations and keys.RECLAIM_DEADLINE not in annotations
 
-    try:
-        written = patch_fresh(
-            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
-        )
-    except NotFoundError:
-        return False
-    if written is None:
+    if not annotate_judged_pod(
+        rt, pod, {keys.IDLE_WARNED_AT: None, keys.RECLAIM_DEADLINE: None}, unwanted=cleared
+    ).written:
         return False
     rt.events.emit(pod_ref(judgement), "IdleWarningCleared", message)
     rt.done(CONCERN, "clear", pod.key, judgement.reason)

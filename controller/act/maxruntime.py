@@ -11,14 +11,10 @@ its pods.
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.act.idle import pod_ref, stop_workload
+from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
 from controller.decide.maxruntime import RuntimeJudgement, RuntimePlan, StopPlan, Verdict
-from controller.errors import NotFoundError
-from controller.observe.kube import pod_path
 from controller.observe.model import format_time
 from fleet import labels as keys
 
@@ -73,33 +69,17 @@ def warn(rt: Runtime, judgement: RuntimeJudgement) -> bool:
     if rt.dry_run:
         rt.would(CONCERN, "runtime-warn", pod.key, message)
         return True
-    replaced: list[str] = []
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            metadata = current.get("metadata") or {}
-            if str(metadata.get("uid") or "") != pod.uid:
-                replaced.append(str(metadata.get("uid") or ""))
-                return None  # another pod under the same name: not the one judged
-            if keys.RUNTIME_WARNED_AT in (metadata.get("annotations") or {}):
-                return None  # warned meanwhile
-        return {
-            "metadata": {
-                "annotations": {
-                    keys.RUNTIME_WARNED_AT: str(warned_at),
-                    keys.STOP_DEADLINE: str(deadline),
-                }
-            }
-        }
-
-    try:
-        written = patch_fresh(
-            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
-        )
-    except NotFoundError:
+    result = annotate_judged_pod(
+        rt,
+        pod,
+        {keys.RUNTIME_WARNED_AT: str(warned_at), keys.STOP_DEADLINE: str(deadline)},
+        unwanted=lambda annotations: keys.RUNTIME_WARNED_AT in annotations,  # warned meanwhile
+    )
+    if result.outcome is Outcome.GONE:
         rt.log.info("lifetime.runtime-warn.gone", pod=pod.key)
         return False
-    if written is None:
+    if not result.written:
+        replaced = [result.uid] if result.outcome is Outcome.REPLACED else []
         rt.log.info("lifetime.runtime-warn.already", pod=pod.key, replaced=replaced)
         return False
     rt.events.emit(pod_ref(judgement), "MaxRuntimeWarning", message, warning=True)

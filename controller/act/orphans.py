@@ -9,15 +9,11 @@ it: no evidence, no action), then deletes the pod with a uid precondition; the E
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.act.idle import pod_ref
+from controller.act.pod_annotate import annotate_judged_pod
 from controller.act.pod_delete import delete_judged_pod
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
 from controller.decide.orphans import OrphanJudgement, OrphanPlan, Verdict, orphan_reason
-from controller.errors import NotFoundError
-from controller.observe.kube import pod_path
 from controller.observe.model import format_time
 from controller.observe.owners import read_owner
 from fleet import labels as keys
@@ -72,18 +68,7 @@ def _write(rt: Runtime, judgement: OrphanJudgement, found_at: float | None) -> b
         rt.would(CONCERN, action, pod.key, message)
         return True
 
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None and str((current.get("metadata") or {}).get("uid")) != pod.uid:
-            return None  # another pod under the same name
-        return {"metadata": {"annotations": {keys.ORPHAN_FOUND_AT: value}}}
-
-    try:
-        written = patch_fresh(
-            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
-        )
-    except NotFoundError:
-        return False
-    if written is None:
+    if not annotate_judged_pod(rt, pod, {keys.ORPHAN_FOUND_AT: value}).written:
         return False
     rt.events.emit(pod_ref(judgement), reason, message, warning=found_at is not None)
     rt.done(CONCERN, action, pod.key, judgement.reason)

@@ -10,15 +10,11 @@ once the delete succeeded (an Event outlives its pod).
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.act.idle import pod_ref
+from controller.act.pod_annotate import annotate_judged_pod
 from controller.act.pod_delete import delete_judged_pod
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
 from controller.decide.stragglers import StragglerJudgement, StragglerPlan, Verdict
-from controller.errors import NotFoundError
-from controller.observe.kube import pod_path
 from fleet import labels as keys
 
 CONCERN = "lifetime"
@@ -72,18 +68,7 @@ def report(rt: Runtime, judgement: StragglerJudgement) -> bool:
         rt.would(CONCERN, "straggler-report", pod.key, message)
         return True
 
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None and str((current.get("metadata") or {}).get("uid")) != pod.uid:
-            return None  # another pod under the same name
-        return {"metadata": {"annotations": {keys.STRAGGLER_REPORTED_AT: str(int(rt.now))}}}
-
-    try:
-        written = patch_fresh(
-            rt.kube, pod_path(pod.namespace, pod.name), pod.resource_version, build
-        )
-    except NotFoundError:
-        return False
-    if written is None:
+    if not annotate_judged_pod(rt, pod, {keys.STRAGGLER_REPORTED_AT: str(int(rt.now))}).written:
         return False
     rt.events.emit(pod_ref(judgement), "Straggler", message, warning=True)
     rt.done(CONCERN, "straggler-report", pod.key, judgement.reason, gang=judgement.gang)
