@@ -40,6 +40,7 @@ from controller.decide.workloads import (
     annotation_number,
     gang_of,
     reclaim_target,
+    verdict_counts,
 )
 from controller.observe.metrics import PodEvidence
 from controller.observe.model import Pod
@@ -132,10 +133,7 @@ class IdlePlan:
     held: list[tuple[Target, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for judgement in self.judgements:
-            out[judgement.verdict.value] = out.get(judgement.verdict.value, 0) + 1
-        return out
+        return verdict_counts(self.judgements)
 
 
 def summarise_evidence(

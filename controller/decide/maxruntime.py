@@ -44,6 +44,7 @@ from controller.decide.workloads import (
     annotation_number,
     gang_of,
     reclaim_target,
+    verdict_counts,
 )
 from controller.observe.model import Pod
 from controller.observe.owners import OwnerFacts, OwnerKey, owner_key
@@ -103,10 +104,7 @@ class RuntimePlan:
     held: list[tuple[Target, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for judgement in self.judgements:
-            out[judgement.verdict.value] = out.get(judgement.verdict.value, 0) + 1
-        return out
+        return verdict_counts(self.judgements)
 
 
 def checkpoints(pod: Pod) -> bool:

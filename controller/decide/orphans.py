@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.config import LifetimeRules
-from controller.decide.workloads import annotation_number
+from controller.decide.workloads import annotation_number, verdict_counts
 from controller.observe.model import Pod
 from controller.observe.owners import OwnerFacts, OwnerKey, owner_key
 from fleet import labels as keys
@@ -78,10 +78,7 @@ class OrphanPlan:
     reclaim: list[OrphanJudgement] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for judgement in self.judgements:
-            out[judgement.verdict.value] = out.get(judgement.verdict.value, 0) + 1
-        return out
+        return verdict_counts(self.judgements)
 
 
 def orphan_reason(key: OwnerKey, facts: OwnerFacts) -> tuple[str, str] | None:

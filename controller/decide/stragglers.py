@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.config import LifetimeRules
-from controller.decide.workloads import GANG_ANNOTATION, annotation_number, gang_of
+from controller.decide.workloads import GANG_ANNOTATION, annotation_number, gang_of, verdict_counts
 from controller.observe.model import Pod
 from fleet import labels as keys
 
@@ -113,10 +113,7 @@ class StragglerPlan:
     """Reported stragglers opted in to a restart that cannot be restarted (a bare pod)."""
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for judgement in self.judgements:
-            out[judgement.verdict.value] = out.get(judgement.verdict.value, 0) + 1
-        return out
+        return verdict_counts(self.judgements)
 
 
 def expected_samples(

@@ -3,8 +3,10 @@ whether it may be preempted, and what a team holds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from controller.config import FleetView
@@ -174,3 +176,15 @@ def annotation_number(pod: Pod, key: str) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+class HasVerdict(Protocol):
+    """Anything a concern's plan judged: it has a verdict."""
+
+    @property
+    def verdict(self) -> StrEnum: ...
+
+
+def verdict_counts(judgements: Iterable[HasVerdict]) -> dict[str, int]:
+    """How many judgements have each verdict (a plan's `counts()`, for the summary's gauges)."""
+    return dict(Counter(j.verdict.value for j in judgements))
