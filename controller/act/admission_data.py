@@ -15,12 +15,10 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from controller.act.opa_documents import keep, publish
+from controller.act.opa_documents import keep, publish, put_everywhere
 from controller.act.runtime import Runtime
 from controller.decide.approvals import Binding, BindingPlan
 from controller.decide.reservations import ReservationPlan
-from controller.errors import TemporaryError
-from controller.observe.endpoints import ready_endpoints
 from fleet.opa import APPROVAL_BINDINGS_FILE_KEY, RESERVATIONS_FILE_KEY, WORKLOADS_FILE_KEY
 
 CONCERN = "admission"
@@ -86,20 +84,6 @@ def _bind(rt: Runtime, binding: Binding) -> bool:
         rt.would(CONCERN, "bind", _target(binding), reason)
         return True
     path = f"fleetplane/approvals/{quote(binding.approval_id, safe='')}/uid"
-    service = rt.settings.opa_service
-    if service is None:
-        rt.opa.put_data(path, binding.uid, what=f"approval {binding.approval_id}'s binding")
-    else:
-        namespace, _, name = service.partition("/")
-        endpoints = ready_endpoints(rt.kube, namespace, name)
-        if not endpoints:
-            raise TemporaryError(f"Service {service}: no ready OPA replica to bind approvals on")
-        failed = rt.opa.put_data_to(path, binding.uid, endpoints)
-        if failed:
-            raise TemporaryError(
-                f"binding of approval {binding.approval_id} reached "
-                f"{len(endpoints) - len(failed)} of {len(endpoints)} OPA replicas; not: "
-                + "; ".join(failed)
-            )
+    put_everywhere(rt, path, binding.uid, f"approval {binding.approval_id}'s binding")
     rt.done(CONCERN, "bind", _target(binding), reason, uid=binding.uid)
     return True

@@ -27,24 +27,31 @@ def publish(rt: Runtime, concern: str, path: str, document: Any, summary: str) -
         return
 
     def put() -> None:
-        service = rt.settings.opa_service
-        if service is None:
-            rt.opa.put_data(path, document)
-            rt.done(concern, "publish", target, summary)
-            return
-        namespace, _, name = service.partition("/")
-        endpoints = ready_endpoints(rt.kube, namespace, name)
-        if not endpoints:
-            raise TemporaryError(f"Service {service}: no ready OPA replica to publish {target} to")
-        failed = rt.opa.put_data_to(path, document, endpoints)
-        if failed:
-            raise TemporaryError(
-                f"{target} reached {len(endpoints) - len(failed)} of {len(endpoints)} OPA "
-                f"replicas of Service {service}; not: " + "; ".join(failed)
-            )
-        rt.done(concern, "publish", target, f"{summary}, to all {len(endpoints)} OPA replicas")
+        rt.done(concern, "publish", target, summary + put_everywhere(rt, path, document, target))
 
     rt.guarded(concern, "publish", target, put)
+
+
+def put_everywhere(rt: Runtime, path: str, document: Any, what: str) -> str:
+    """PUT `document` at `data.<path>` of every ready replica of the in-cluster OPA Service, or
+    of `controller.opa_url` when OPA is one server; `what` names it in errors. A replica not
+    written is a TemporaryError (the others are written all the same). Returns what to add to
+    the done line: ", to all N OPA replicas", or nothing for the one server."""
+    service = rt.settings.opa_service
+    if service is None:
+        rt.opa.put_data(path, document, what=what)
+        return ""
+    namespace, _, name = service.partition("/")
+    endpoints = ready_endpoints(rt.kube, namespace, name)
+    if not endpoints:
+        raise TemporaryError(f"Service {service}: no ready OPA replica to publish {what} to")
+    failed = rt.opa.put_data_to(path, document, endpoints)
+    if failed:
+        raise TemporaryError(
+            f"{what} reached {len(endpoints) - len(failed)} of {len(endpoints)} OPA "
+            f"replicas of Service {service}; not: " + "; ".join(failed)
+        )
+    return f", to all {len(endpoints)} OPA replicas"
 
 
 def keep(rt: Runtime, concern: str, key: str, document: Any, summary: str) -> None:

@@ -17,12 +17,12 @@ from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
-from controller.act.opa_files import keep_for_opa
+from controller.act.opa import SPEND_PATH
+from controller.act.opa_documents import keep, publish
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.spend import Accumulator, PodCost, SpendPlan, TeamSpend, team_spend
-from controller.errors import NotFoundError, TemporaryError
-from controller.observe.endpoints import ready_endpoints
+from controller.errors import NotFoundError
 from controller.observe.kube import namespace_path
 from fleet.opa import SPEND_FILE_KEY
 
@@ -63,13 +63,10 @@ def act_on_spend(rt: Runtime, plan: SpendPlan) -> dict[str, TeamSpend]:
         rt.summary.set("team_spend_usd", round(spend.usd, 2), team=team)
         rt.summary.set("team_budget_ratio", round(spend.ratio, 4), team=team)
     document = {team: spend.opa_record(rt.now) for team, spend in written.items()}
-    if rt.dry_run:
-        rt.would(CONCERN, "publish", "data.fleetplane.spend", _describe(written))
-    else:
-        rt.guarded(
-            CONCERN, "publish", "data.fleetplane.spend", lambda: _publish(rt, document, written)
-        )
-    _keep(rt, document, written)
+    publish(rt, CONCERN, SPEND_PATH, document, _describe(written))
+    # Also where OPA loads it at start: a replica that restarts before the next pass judges
+    # budgets on it, not on no spend at all.
+    keep(rt, CONCERN, SPEND_FILE_KEY, document, _describe(written))
     for team, spend in sorted(written.items()):
         home = plan.home.get(team)
         for threshold in spend.crossed:
@@ -82,51 +79,6 @@ def _describe(spends: dict[str, TeamSpend]) -> str:
         f"{team} ${spend.usd:,.2f} ({spend.ratio:.0%} of ${spend.budget_usd:,.0f})"
         for team, spend in sorted(spends.items())
     )
-
-
-def _keep(rt: Runtime, document: dict[str, Any], spends: dict[str, TeamSpend]) -> None:
-    """The published document, also where OPA loads it at start (a replica that restarts
-    before the next pass judges budgets on it, not on no spend at all)."""
-    configmap = rt.settings.opa_data_configmap
-    if configmap is None:
-        return
-    target = f"ConfigMap/{configmap}"
-    if rt.dry_run:
-        rt.would(CONCERN, "keep", target, f"spend for OPA's next start: {_describe(spends)}")
-        return
-
-    def keep() -> None:
-        size = keep_for_opa(rt.kube, configmap, SPEND_FILE_KEY, document)
-        rt.done(CONCERN, "keep", target, "spend for OPA's next start", bytes=size)
-
-    rt.guarded(CONCERN, "keep", target, keep)
-
-
-def _publish(rt: Runtime, document: dict[str, Any], spends: dict[str, TeamSpend]) -> bool:
-    service = rt.settings.opa_service
-    if service is None:
-        rt.opa.publish_spend(document)
-        rt.done(CONCERN, "publish", "data.fleetplane.spend", _describe(spends))
-        return True
-    # Each replica of the in-cluster OPA keeps its own data: through the Service only one of
-    # them would get the document, and the others would judge budgets on stale spend.
-    namespace, _, name = service.partition("/")
-    endpoints = ready_endpoints(rt.kube, namespace, name)
-    if not endpoints:
-        raise TemporaryError(f"Service {service}: no ready OPA replica to publish spend to")
-    failed = rt.opa.publish_spend_to(document, endpoints)
-    if failed:
-        raise TemporaryError(
-            f"spend reached {len(endpoints) - len(failed)} of {len(endpoints)} OPA replicas of "
-            f"Service {service}; not: " + "; ".join(failed)
-        )
-    rt.done(
-        CONCERN,
-        "publish",
-        "data.fleetplane.spend",
-        f"{_describe(spends)}, to all {len(endpoints)} OPA replicas of Service {service}",
-    )
-    return True
 
 
 def _record(rt: Runtime, team: str, spend: TeamSpend, home: str, costs: list[PodCost]) -> TeamSpend:
