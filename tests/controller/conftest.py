@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from controller.config import Settings, parse_config
+from controller.decide.spend import Accumulator
 from controller.log import configure
-from controller.observe.kube import KubeClient, object_path, pod_path
+from controller.observe.kube import KubeClient, namespace_path, object_path, pod_path
 from controller.reconcile import CONCERNS, Hooks, run_pass
 from controller.summary import Summary
 from fleet.config import load_stack_config
@@ -25,6 +26,7 @@ from fleet.project import stack_file
 from fleet.render import render_opa_data
 from localfleet.controlplane import LocalCluster, free_port
 from localfleet.servers import OpaServer, Sample
+from policyreview.diff import CORPUS_DIR
 
 GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 SCRAPE = 30  # seconds between DCGM samples in these tests
@@ -363,3 +365,27 @@ def token_file(directory: Any) -> str:
     path = Path(directory) / "opa-token"
     path.write_text(CONTROLLER_TOKEN + "\n")
     return str(path)
+
+
+def research_home_config(namespace: str) -> dict[str, Any]:
+    """The review corpus's configuration with `namespace` as team research's home namespace."""
+    config: dict[str, Any] = json.loads((CORPUS_DIR / "config.json").read_text())
+    config["namespaces"][namespace] = "research"
+    config["teams"]["research"]["namespaces"].insert(0, namespace)  # the team's home
+    return config
+
+
+def spent_this_month(client: KubeClient, namespace: str, usd: float) -> None:
+    """The team's spend accumulator on its home namespace: `usd` spent this month by pods
+    already gone."""
+    month = time.strftime("%Y-%m", time.gmtime())
+    client.merge_patch(
+        namespace_path(namespace),
+        {
+            "metadata": {
+                "annotations": {
+                    "fleetplane.dev/spend": Accumulator(month=month, gone_usd=usd).encode()
+                }
+            }
+        },
+    )

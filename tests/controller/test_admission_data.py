@@ -8,7 +8,6 @@ spend includes it is priced against the team's budget with it; both survive an O
 from __future__ import annotations
 
 import io
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,15 +17,20 @@ import pytest
 import requests
 
 from controller.config import Settings, parse_config
-from controller.decide.spend import Accumulator
 from controller.errors import NotFoundError
-from controller.observe.kube import KubeClient, namespace_path, object_path
+from controller.observe.kube import KubeClient, object_path
 from controller.reconcile import run_pass
 from fleet.opa import controller_data_files
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
-from policyreview.diff import CORPUS_DIR
-from tests.controller.conftest import CONTROLLER_TOKEN, closed_url, gate_opa, token_file
+from tests.controller.conftest import (
+    CONTROLLER_TOKEN,
+    closed_url,
+    gate_opa,
+    research_home_config,
+    spent_this_month,
+    token_file,
+)
 from tests.policies.builders import Verdict, training
 
 pytestmark = pytest.mark.integration
@@ -88,23 +92,11 @@ def read(opa: OpaServer, path: str) -> Any:
 def test_the_gate_judges_by_the_documents_the_controller_writes(
     kube: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
-    config = json.loads((CORPUS_DIR / "config.json").read_text())
-    config["namespaces"][namespace] = "research"
-    config["teams"]["research"]["namespaces"].insert(0, namespace)  # the team's home
+    config = research_home_config(namespace)
     client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
     # research has spent $46,000 of its $50,000 this month: a day of 8 H100 (about $2,360)
     # still fits, two do not
-    month = time.strftime("%Y-%m", time.gmtime())
-    client.merge_patch(
-        namespace_path(namespace),
-        {
-            "metadata": {
-                "annotations": {
-                    "fleetplane.dev/spend": Accumulator(month=month, gone_usd=46_000.0).encode()
-                }
-            }
-        },
-    )
+    spent_this_month(client, namespace, 46_000.0)
     # 8 H100 per replica; training may hold 64, an approval is needed from 32
     sts = client.create(
         object_path("apps/v1", "statefulsets", namespace, None),

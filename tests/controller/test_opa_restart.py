@@ -16,15 +16,21 @@ import pytest
 import requests
 
 from controller.config import Settings, parse_config
-from controller.decide.spend import Accumulator
 from controller.errors import NotFoundError
-from controller.observe.kube import KubeClient, namespace_path, object_path
+from controller.observe.kube import KubeClient, object_path
 from controller.reconcile import run_pass
 from fleet.opa import SPEND_FILE_KEY, controller_data_files
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
 from policyreview.diff import CORPUS_DIR
-from tests.controller.conftest import CONTROLLER_TOKEN, closed_url, gate_opa, token_file
+from tests.controller.conftest import (
+    CONTROLLER_TOKEN,
+    closed_url,
+    gate_opa,
+    research_home_config,
+    spent_this_month,
+    token_file,
+)
 from tests.policies.builders import Verdict, training
 
 pytestmark = pytest.mark.integration
@@ -54,22 +60,10 @@ def mount(configmap: dict[str, Any], directory: Path) -> None:
 def test_a_team_over_budget_is_still_refused_after_opa_restarts(
     kube: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
-    config = json.loads((CORPUS_DIR / "config.json").read_text())
-    config["namespaces"][namespace] = "research"
-    config["teams"]["research"]["namespaces"].insert(0, namespace)  # the team's home
+    config = research_home_config(namespace)
     client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
     # research has spent $49,000 of its $50,000 this month (its accumulator, deleted pods)
-    month = time.strftime("%Y-%m", time.gmtime())
-    client.merge_patch(
-        namespace_path(namespace),
-        {
-            "metadata": {
-                "annotations": {
-                    "fleetplane.dev/spend": Accumulator(month=month, gone_usd=49_000.0).encode()
-                }
-            }
-        },
-    )
+    spent_this_month(client, namespace, 49_000.0)
     kept = tmp_path / "controller-data"
     kept.mkdir()
     opa = gate_opa(tmp_path, config, kept)
