@@ -4,12 +4,17 @@ mocks and records what they declare, and a minimal valid fleet to mutate."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.dynamic.dynamic import serialize_provider
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACKS = ("local", "dev", "prod")
@@ -190,3 +195,29 @@ def run_program(build: Callable[[], object]) -> Declared:
         urns=list(getattr(monitor, "resources", {})),
         logs=handler.messages,
     )
+
+
+def run_provider_outside_the_repository(provider: object, checks: str, cwd: Path) -> None:
+    """Run `checks` (Python, with `provider` bound to the dynamic provider as Pulumi's provider
+    process unpickles it) in a fresh interpreter without the repository on its import path, as
+    that process runs; it must print `ok`."""
+    serialized = serialize_provider(provider)
+    root = str(Path(__file__).resolve().parents[2])
+    script = (
+        "import base64, sys, dill\n"
+        f"assert not any(p.rstrip('/') == {root!r} for p in sys.path), sys.path\n"
+        "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n" + textwrap.dedent(checks)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=serialized,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

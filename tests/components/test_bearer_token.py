@@ -4,16 +4,11 @@ updates and gives OPA the hash its authz policy compares."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
-
-from pulumi.dynamic.dynamic import serialize_provider
 
 from components.tokens import BearerTokenProvider, generate_token
 from fleet.opa import token_sha256
+from tests.components.component_testkit import run_provider_outside_the_repository
 
 
 def test_tokens_are_random_and_known_by_their_hash() -> None:
@@ -24,11 +19,10 @@ def test_tokens_are_random_and_known_by_their_hash() -> None:
 
 
 def test_provider_runs_without_the_repository_on_the_path(tmp_path: Path) -> None:
-    serialized = serialize_provider(BearerTokenProvider())
-    script = textwrap.dedent(
+    run_provider_outside_the_repository(
+        BearerTokenProvider(),
         """
-        import base64, hashlib, sys, dill
-        provider = dill.loads(base64.b64decode(sys.stdin.read()))
+        import hashlib
         result = provider.create({"role": "controller"})
         token = result.outs["token"]
         assert result.outs["sha256"] == hashlib.sha256(token.encode()).hexdigest()
@@ -38,18 +32,6 @@ def test_provider_runs_without_the_repository_on_the_path(tmp_path: Path) -> Non
         other = provider.diff(result.id, result.outs, {"role": "approver"})
         assert other.changes and other.replaces == ["role"]
         print("ok")
-        """
+        """,
+        tmp_path,
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=serialized,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"

@@ -3,17 +3,13 @@ that works in Pulumi's provider process (no repository on its import path)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
-from pulumi.dynamic.dynamic import serialize_provider
 
 from components.tls import TlsBundleProvider, generate_tls_bundle, service_dns_names
+from tests.components.component_testkit import run_provider_outside_the_repository
 
 
 def test_bundle_is_a_ca_and_a_serving_certificate_it_signed() -> None:
@@ -38,12 +34,9 @@ def test_bundle_is_a_ca_and_a_serving_certificate_it_signed() -> None:
 
 
 def test_provider_runs_without_the_repository_on_the_path(tmp_path: Path) -> None:
-    serialized = serialize_provider(TlsBundleProvider())
-    script = textwrap.dedent(
+    run_provider_outside_the_repository(
+        TlsBundleProvider(),
         """
-        import base64, sys, dill
-        assert not any(p.endswith("/main") for p in sys.path), sys.path
-        provider = dill.loads(base64.b64decode(sys.stdin.read()))
         result = provider.create({"dns_names": ["opa.ns.svc", "opa"], "validity_days": 2})
         assert result.outs["cert_pem"].startswith("-----BEGIN CERTIFICATE-----")
         assert result.outs["dns_names"] == ["opa.ns.svc", "opa"]
@@ -52,18 +45,6 @@ def test_provider_runs_without_the_repository_on_the_path(tmp_path: Path) -> Non
         renamed = provider.diff(result.id, result.outs, {"dns_names": ["x"], "validity_days": 2})
         assert renamed.changes and renamed.replaces == ["dns_names"]
         print("ok")
-        """
+        """,
+        tmp_path,
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=serialized,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
