@@ -112,14 +112,6 @@ class Opa:
             reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
         )
 
-    def publish_spend(self, document: dict[str, Any]) -> None:
-        """Replace `data.fleetplane.spend` with the document (team → record)."""
-        self.put_data(SPEND_PATH, document, what="spend")
-
-    def publish_spend_to(self, document: dict[str, Any], endpoints: list[Endpoint]) -> list[str]:
-        """Replace `data.fleetplane.spend` on each replica (see `put_data_to`)."""
-        return self.put_data_to(SPEND_PATH, document, endpoints)
-
     def put_data(self, path: str, document: Any, *, what: str | None = None) -> None:
         """Replace the document at `data.<path>` (slashes) through OPA's Data API, `PUT
         /v1/data/<path>` (one HTTP request needs no client library; opa-python-client pulled

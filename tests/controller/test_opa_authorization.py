@@ -15,7 +15,7 @@ import orjson
 import pytest
 import requests
 
-from controller.act.opa import Opa
+from controller.act.opa import SPEND_PATH, Opa
 from controller.errors import PermanentError
 from localfleet.servers import OpaServer
 from policyreview.diff import CORPUS_DIR
@@ -95,7 +95,7 @@ def test_health_is_open(opa: OpaServer) -> None:
 def test_the_controller_writes_spend_with_its_token(opa: OpaServer, tmp_path: Path) -> None:
     client = Opa(opa.url, token_file=token_file(tmp_path), timeout=5)
     try:
-        client.publish_spend(spend_document(1234.5))
+        client.put_data(SPEND_PATH, spend_document(1234.5), what="spend")
         decision = client.decide("reclaim", {})  # malformed input: a refusal, not an error
     finally:
         client.close()
@@ -125,7 +125,7 @@ def test_a_controller_without_the_right_token_is_refused(opa: OpaServer, tmp_pat
     for client in (Opa(opa.url, timeout=5), Opa(opa.url, token_file=str(wrong), timeout=5)):
         try:
             with pytest.raises(PermanentError, match="authorization refused"):
-                client.publish_spend(spend_document(1.0))
+                client.put_data(SPEND_PATH, spend_document(1.0), what="spend")
             with pytest.raises(PermanentError, match="HTTP 401"):
                 client.decide("reclaim", {})
         finally:

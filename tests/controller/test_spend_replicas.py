@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components.tls import _build, service_dns_names
-from controller.act.opa import Opa
+from controller.act.opa import SPEND_PATH, Opa
 from controller.errors import PermanentError
 from controller.observe.endpoints import Endpoint, ready_endpoints
 from controller.observe.kube import KubeClient
@@ -163,7 +163,7 @@ def test_spend_is_written_to_each_replica(
     replicas: list[OpaServer], certificate: dict[str, Path]
 ) -> None:
     document = {"research": {"month": "2026-11", "usd": 12.5, "updated_at": 1}}
-    failed = opa_for(certificate).publish_spend_to(document, [at(s) for s in replicas])
+    failed = opa_for(certificate).put_data_to(SPEND_PATH, document, [at(s) for s in replicas])
     assert failed == []
     for server in replicas:
         assert server.query("fleetplane/spend") == document
@@ -175,12 +175,12 @@ def test_a_replica_down_or_with_the_wrong_name_is_reported_and_the_others_still_
     up, down = replicas
     down_at = at(down)
     down.stop()
-    failed = opa_for(certificate).publish_spend_to({"t": {"usd": 1}}, [at(up), down_at])
+    failed = opa_for(certificate).put_data_to(SPEND_PATH, {"t": {"usd": 1}}, [at(up), down_at])
     assert len(failed) == 1
     assert failed[0].startswith(str(down_at))
     assert up.query("fleetplane/spend") == {"t": {"usd": 1}}
     # The certificate is checked, against the Service's name: another name is refused.
-    refused = opa_for(certificate, "elsewhere.example").publish_spend_to({"t": 2}, [at(up)])
+    refused = opa_for(certificate, "elsewhere.example").put_data_to(SPEND_PATH, {"t": 2}, [at(up)])
     assert len(refused) == 1
     assert "doesn't match" in refused[0]
     assert up.query("fleetplane/spend") == {"t": {"usd": 1}}

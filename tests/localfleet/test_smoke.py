@@ -129,7 +129,7 @@ def test_opa_takes_data_as_the_controller_publishes_it(opa_server: OpaServer) ->
 
     opa_server.put_data("smoke", {"gpus_per_node": 8})
     client = controller_opa.Opa(opa_server.url)
-    client.publish_spend({"research": {"usd": 4.0}})
+    client.put_data(controller_opa.SPEND_PATH, {"research": {"usd": 4.0}}, what="spend")
     assert opa_server.query("fleetplane/spend") == {"research": {"usd": 4.0}}
     assert opa_server.query("smoke") == {"gpus_per_node": 8}
 
