@@ -38,6 +38,9 @@ from localfleet.processes import spawn
 
 DEFAULT_STATE_DIR = ROOT / ".fleet" / "local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+NODE_LEASE_SECONDS = 40
+"""What a kubelet sets on its node's Lease (renewed every quarter of it); kwok holds one
+per fake node."""
 
 
 class ClusterError(RuntimeError):
@@ -167,6 +170,12 @@ class LocalCluster:
                     f"--config={binaries['kwok-stages.yaml']}",
                     "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    # The stages post a node's status every 10-20 minutes and leave liveness to
+                    # the node's Lease, as a kubelet does; without leases the node lifecycle
+                    # controller finds every fake node silent after its grace period, marks it
+                    # Unknown and taints it unreachable until kwok posts again (schedulers skip
+                    # it meanwhile, and after 300 s its pods are evicted).
+                    f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
                     f"--server-address=127.0.0.1:{self.ports['kwok']}",
                     "--node-ip=10.0.0.10",
                     "--cidr=10.0.128.0/17",

@@ -166,21 +166,26 @@ class RealRun:
     seconds: float
     timed_out: list[str] = field(default_factory=list)
     """Pods neither bound nor declared unschedulable in time (counted as unplaced)."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Pod name → Volcano's fit errors, for each pod it declared unschedulable."""
 
 
-def _unschedulable(pod: dict[str, Any]) -> bool:
+def _unschedulable(pod: dict[str, Any]) -> str | None:
     """Volcano tried the pod on every node and none fits. Its PodScheduled condition says
     `Unschedulable` from the moment the pod is pending in a session, before any node was
     tried (the job's "not ready" message); only the fit errors of a tried pod read
-    "0/<nodes> nodes are unavailable" (`FitErrors.Error`)."""
-    return any(
-        c.get("type") == "PodScheduled"
-        and c.get("status") == "False"
-        and c.get("reason") == "Unschedulable"
-        and str(c.get("message", "")).startswith("0/")
-        and "nodes are unavailable" in str(c.get("message", ""))
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
+    "0/<nodes> nodes are unavailable" (`FitErrors.Error`). Their message, or None."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        message = str(c.get("message", ""))
+        if (
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+            and message.startswith("0/")
+            and "nodes are unavailable" in message
+        ):
+            return message
+    return None
 
 
 def _schedulable(node: dict[str, Any]) -> bool:
@@ -236,6 +241,7 @@ def run_on_volcano(
     began = time.monotonic()
     placement: dict[str, str | None] = {}
     timed_out: list[str] = []
+    reasons: dict[str, str] = {}
     for index, pod in enumerate(pods):
         client.create(
             pod_path(namespace), pod_manifest(pod, namespace=namespace, queue=queue, run=run)
@@ -247,16 +253,24 @@ def run_on_volcano(
             if node:
                 placement[pod.name] = node
                 break
-            if _unschedulable(got) or time.monotonic() > deadline:
-                if not _unschedulable(got):
+            reason = _unschedulable(got)
+            if reason is not None or time.monotonic() > deadline:
+                if reason is None:
                     timed_out.append(pod.name)
+                else:
+                    reasons[pod.name] = reason
                 placement[pod.name] = None
                 client.delete(pod_path(namespace, pod.name), {"gracePeriodSeconds": 0})
                 break
             time.sleep(poll)
         if (index + 1) % 50 == 0:
             log(f"{index + 1}/{len(pods)} pods submitted, {time.monotonic() - began:.0f} s")
-    return RealRun(placement=placement, seconds=time.monotonic() - began, timed_out=timed_out)
+    return RealRun(
+        placement=placement,
+        seconds=time.monotonic() - began,
+        timed_out=timed_out,
+        reasons=reasons,
+    )
 
 
 def clean_up(
@@ -456,6 +470,8 @@ class Comparison:
     tie_aware: Outcome
     first_by_name: Outcome
     timed_out: list[str]
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Volcano's fit errors for the pods it left unplaced."""
 
     @property
     def decisions_agreeing(self) -> int:
@@ -488,6 +504,8 @@ class Comparison:
             lines.append(f"  {d.pod}: Volcano → {d.real}, model best → [{best}]: {why}")
             if d.detail:
                 lines.append(f"    {d.detail}")
+            if d.real is None and d.pod in self.reasons:
+                lines.append(f"    Volcano: {self.reasons[d.pod]}")
         for o in (self.tie_aware,):
             for node, got, want in o.differing:
                 lines.append(f"  node {node}: Volcano {got} GPUs, model ({o.label}) {want}")
@@ -525,4 +543,5 @@ def compare(
             model_placement(pods, nodes, policy),
         ),
         timed_out=real.timed_out,
+        reasons=real.reasons,
     )
