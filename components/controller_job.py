@@ -1,4 +1,5 @@
-"""The runtime controller, run by a CronJob with least-privilege RBAC."""
+"""The runtime controller, run by CronJobs (its passes) and a Deployment (the admission
+keeper) with least-privilege RBAC."""
 
 from __future__ import annotations
 
@@ -129,6 +130,7 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
                 config.controller.lease_name,
                 f"{config.controller.lease_name}-upgrade",
                 f"{config.controller.lease_name}-health",
+                f"{config.controller.lease_name}-admission",
             ],
             "verbs": ["get", "patch"],
         },
@@ -263,6 +265,8 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             volumes=volumes,
             mounts=mounts,
         ),
+        # The gate's admission data between passes, under its own Lease.
+        _admission_keeper(config, volumes=volumes, mounts=mounts),
     ]
 
 
@@ -299,49 +303,94 @@ def _controller_cronjob(
                     "ttlSecondsAfterFinished": 3600,
                     "template": {
                         "metadata": {"labels": {**common_labels(component), **selector}},
-                        "spec": {
-                            "serviceAccountName": CONTROLLER_NAME,
-                            "restartPolicy": "Never",
-                            "securityContext": {
-                                "runAsNonRoot": True,
-                                "runAsUser": 65532,
-                                "seccompProfile": {"type": "RuntimeDefault"},
-                            },
-                            "containers": [
-                                {
-                                    "name": "controller",
-                                    "image": settings.image or UNBUILT_IMAGE,
-                                    "command": ["fleetplane", "controller", *command],
-                                    "env": [
-                                        {
-                                            "name": CONFIG_ENV,
-                                            "value": f"{CONFIG_MOUNT}/{CONFIG_FILE}",
-                                        },
-                                        {
-                                            "name": "POD_NAMESPACE",
-                                            "valueFrom": {
-                                                "fieldRef": {"fieldPath": "metadata.namespace"}
-                                            },
-                                        },
-                                    ],
-                                    "resources": {
-                                        "requests": {"cpu": "100m", "memory": "256Mi"},
-                                        "limits": {"memory": "1Gi"},
-                                    },
-                                    "securityContext": {
-                                        "allowPrivilegeEscalation": False,
-                                        "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]},
-                                    },
-                                    "volumeMounts": mounts,
-                                }
-                            ],
-                            "volumes": volumes,
-                        },
+                        "spec": _controller_pod_spec(
+                            config, command=command, volumes=volumes, mounts=mounts
+                        )
+                        | {"restartPolicy": "Never"},
                     },
                 }
             },
         },
+    }
+
+
+KEEPER_NAME = f"{CONTROLLER_NAME}-admission"
+"""The Deployment that keeps the gate's admission data current between passes."""
+
+
+def _admission_keeper(
+    config: FleetConfig,
+    *,
+    volumes: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> Manifest:
+    """`fleetplane controller admission --watch` (controller/admission_keeper.py): a workload
+    admitted now is reserved against its team within a snapshot of its pods, not at the next
+    period. One replica (a second would only take turns under the keeper's Lease); none while
+    the CronJobs are suspended, as nothing of the controller runs in the cluster then."""
+    ns = config.system_namespace
+    component = "controller"
+    selector = {"app.kubernetes.io/name": KEEPER_NAME}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(KEEPER_NAME, ns, component=component, extra_labels=selector),
+        "spec": {
+            "replicas": 0 if config.controller.suspend else 1,
+            # never two keepers at once during a rollout: the old one stops, then the new starts
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": {**common_labels(component), **selector}},
+                "spec": _controller_pod_spec(
+                    config, command=["admission", "--watch"], volumes=volumes, mounts=mounts
+                ),
+            },
+        },
+    }
+
+
+def _controller_pod_spec(
+    config: FleetConfig,
+    *,
+    command: list[str],
+    volumes: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The controller's pod: its ServiceAccount, non-root and read-only, the rendered
+    configuration mounted."""
+    return {
+        "serviceAccountName": CONTROLLER_NAME,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "controller",
+                "image": config.controller.image or UNBUILT_IMAGE,
+                "command": ["fleetplane", "controller", *command],
+                "env": [
+                    {"name": CONFIG_ENV, "value": f"{CONFIG_MOUNT}/{CONFIG_FILE}"},
+                    {
+                        "name": "POD_NAMESPACE",
+                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                    },
+                ],
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "256Mi"},
+                    "limits": {"memory": "1Gi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
     }
 
 

@@ -1,10 +1,12 @@
 """`fleetplane controller ...`: one idempotent pass of the in-cluster controller per run.
 
     fleetplane controller reconcile|idle|lifetime|spend|preempt [--dry-run] [options]
+    fleetplane controller admission [--watch [--watch-interval S]] [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
     fleetplane controller health run|status [options]
 
-A CronJob runs `reconcile` every period. This module only builds the command line; what a pass
+A CronJob runs `reconcile` every period; a Deployment runs `admission --watch`, which keeps the
+gate's admission data current between periods (controller/admission_keeper.py). This module only builds the command line; what a pass
 needs (the Kubernetes client, OPA, Prometheus) is imported when the command runs.
 """
 
@@ -93,6 +95,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             name, parents=[common], help=description, description=f"{description} {EXIT_CODES}"
         )
         command.set_defaults(run=run)
+    keeper = commands.choices["admission"]
+    keeper.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running: a pass now, then one whenever a pod is created or deleted (at most "
+        "one per --watch-interval) and one per controller period; under its own Lease "
+        "(<name>-admission); until SIGTERM",
+    )
+    keeper.add_argument(
+        "--watch-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --watch: the least time between two passes (default 1)",
+    )
     upgrade_cli.add_parser(commands)
     health_cli.add_parser(commands)
     return parser
@@ -125,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(kube, int):
         return kube
     command = args.controller_command
+    if command == "admission" and args.watch:
+        try:
+            return _keep(args, kube, fleet, settings, log)
+        finally:
+            kube.close()
     concerns = CONCERNS if command == "reconcile" else (command,)
     try:
         summary = run_pass(
@@ -142,3 +164,29 @@ def run(args: argparse.Namespace) -> int:
             # The pass is done and its outcome is its own: metrics are best effort.
             log.error("summary.push.failed", error=str(error), consequence="metrics not published")
     return 1 if summary.errors else 0
+
+
+def _keep(args: argparse.Namespace, kube: Any, fleet: Any, settings: Any, log: Any) -> int:
+    """`admission --watch` until SIGTERM or SIGINT (exit 0)."""
+    import signal
+    import threading
+
+    from controller.admission_keeper import keep_admission_data
+
+    if args.watch_interval <= 0:
+        print("--watch-interval must be more than 0 seconds", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    period = float(fleet.controller.get("period_seconds") or settings.lease_seconds)
+    keep_admission_data(
+        kube=kube,
+        fleet=fleet,
+        settings=settings,
+        interval=args.watch_interval,
+        refresh=period,
+        stop=stop,
+        log=log,
+    )
+    return 0

@@ -399,6 +399,66 @@ class KubeClient:
             if not token:
                 return
 
+    def collection_version(self, path: str) -> str:
+        """The resourceVersion of a collection now (a list of one item, consistent read): a
+        watch from it sees every change made after."""
+        page = self._object("GET", path, self.request("GET", path, params={"limit": 1}))
+        version = (page.get("metadata") or {}).get("resourceVersion")
+        if not isinstance(version, str) or not version:
+            raise PermanentError(f"GET {self.server}{path}: the list has no resourceVersion")
+        return version
+
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        """The events of one watch of a collection from `resource_version` (`{"type",
+        "object"}`, bookmarks left out), until the API server ends it after `timeout_seconds`
+        or the caller stops reading. An ERROR event (410: the version is too old) is a
+        TemporaryError: list again, then watch from the new version."""
+        params: dict[str, str | int] = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+        }
+        with self._lock:
+            self.requests_made += 1
+        try:
+            response = self._session.get(
+                self.server + path,
+                params=params,
+                stream=True,
+                # connect within the client's timeout; between events, up to the watch's own
+                timeout=(self.timeout, timeout_seconds + self.timeout),
+                verify=self._verify,
+            )
+        except requests.RequestException as error:
+            raise TemporaryError(f"WATCH {path}: cannot connect: {error}") from error
+        with response:
+            if response.status_code != 200:
+                message = f"WATCH {path}: HTTP {response.status_code}: {_status_message(response)}"
+                if response.status_code >= 500 or response.status_code in (408, 410, 429):
+                    raise TemporaryError(message)
+                raise PermanentError(message)
+            try:
+                for line in response.iter_lines():
+                    if not line:
+                        continue
+                    event = orjson.loads(line)
+                    kind = event.get("type")
+                    if kind == "BOOKMARK":
+                        continue
+                    if kind == "ERROR":
+                        status = event.get("object") or {}
+                        raise TemporaryError(
+                            f"WATCH {path}: {status.get('code')} {status.get('message')}"
+                        )
+                    yield event
+            except requests.RequestException as error:
+                raise TemporaryError(f"WATCH {path}: the watch broke: {error}") from error
+            except orjson.JSONDecodeError as error:
+                raise PermanentError(f"WATCH {path}: an event is not JSON: {error}") from error
+
     def list(self, path: str, **kwargs: Any) -> list[dict[str, Any]]:
         return [item for page in self.list_pages(path, **kwargs) for item in page]
 

@@ -1,7 +1,8 @@
-"""ControllerJob: the CronJob and least-privilege RBAC."""
+"""ControllerJob: the CronJobs, the admission keeper and least-privilege RBAC."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from types import SimpleNamespace
 
@@ -9,6 +10,8 @@ import pytest
 
 from components.controller_job import ControllerJob, ControllerJobArgs
 from controller.act.idle import _scale_to_zero
+from controller.admission_keeper import LEASE_SUFFIX
+from controller.cli import add_parser
 from controller.config import parse_config
 from controller.decide.idle import PodJudgement, ReclaimPlan, Verdict
 from controller.decide.workloads import Target
@@ -149,6 +152,7 @@ def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
                 "fleetplane-controller",
                 "fleetplane-controller-upgrade",
                 "fleetplane-controller-health",
+                "fleetplane-controller-admission",
             ],
             "verbs": ["get", "patch"],
         },
@@ -344,5 +348,47 @@ def test_local_cronjob_is_suspended(declare: Declare, stack_fleets: dict[str, Fl
     crons = declared.kind("CronJob")
     assert len(crons) == 3
     assert all(c["spec"]["suspend"] is True and c["spec"]["schedule"] == "* * * * *" for c in crons)
+    (keeper,) = declared.kind("Deployment")
+    assert keeper["spec"]["replicas"] == 0  # nothing of the controller runs in the cluster
     (role,) = declared.kind("Role")
     assert all(r["apiGroups"] != ["discovery.k8s.io"] for r in role["rules"])  # no in-cluster OPA
+
+
+def test_the_admission_keeper_runs_the_controller_image_under_its_own_lease(
+    prod_controller,
+) -> None:
+    """One replica of `fleetplane controller admission --watch`, never two at once in a
+    rollout, with the CronJobs' pod (account, configuration, OPA token); the Lease it takes
+    is one the Role lets it renew, and the command is one the CLI knows."""
+    fleet, declared = prod_controller
+    (keeper,) = declared.kind("Deployment")
+    assert keeper["metadata"]["name"] == "fleetplane-controller-admission"
+    spec = keeper["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["fleetplane", "controller", "admission", "--watch"]
+    assert container["image"] == fleet.controller.image
+    assert pod["serviceAccountName"] == "fleetplane-controller"
+    assert set(spec["selector"]["matchLabels"].items()) <= set(
+        spec["template"]["metadata"]["labels"].items()
+    )
+    (cron,) = [
+        c for c in declared.kind("CronJob") if c["metadata"]["name"] == "fleetplane-controller"
+    ]
+    cron_pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["volumes"] == cron_pod["volumes"]
+    assert container["volumeMounts"] == cron_pod["containers"][0]["volumeMounts"]
+    assert container["env"] == cron_pod["containers"][0]["env"]
+    (role,) = declared.kind("Role")
+    renewable = {
+        name
+        for rule in role["rules"]
+        if "leases" in rule["resources"] and "patch" in rule["verbs"]
+        for name in rule.get("resourceNames", [])
+    }
+    assert fleet.controller.lease_name + LEASE_SUFFIX in renewable
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(container["command"][1:])
+    assert args.watch is True and args.watch_interval == 1.0
