@@ -119,3 +119,60 @@ def test_a_dry_run_pass_from_the_command_line(harness: Harness, tmp_path: Path) 
     assert "fleetplane_controller_last_pass_success 0" in text
     assert 'fleetplane_controller_errors_total{concern="idle",kind="temporary"} 1' in text
     assert 'fleetplane_controller_passes_total{outcome="failed"} 1' in text
+
+
+def test_the_admission_keeper_runs_until_sigterm(harness: Harness, tmp_path: Path) -> None:
+    """`admission --watch --dry-run`: a pass at once, another when a pod is created (which it
+    would reserve), and exit 0 on SIGTERM."""
+    import queue
+    import signal
+    import threading
+    import time
+
+    from controller.observe.kube import object_path
+    from tests.policies.builders import training
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(harness.document))
+    command = ["admission", "--watch", "--watch-interval", "0.2", "--config", str(config)]
+    command += ["--kubeconfig", str(harness.kube.kubeconfig), "--opa-url", harness.opa.url]
+    command += ["--lease-namespace", harness.namespace, "--dry-run"]
+    keeper = subprocess.Popen(
+        [sys.executable, "-m", "fleetplane", "controller", *command],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    printed: queue.Queue[str] = queue.Queue()
+    assert keeper.stdout is not None
+    threading.Thread(
+        target=lambda: [printed.put(line) for line in keeper.stdout], daemon=True
+    ).start()  # type: ignore[union-attr]
+
+    def wait_for(text: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if text in printed.get(timeout=1):
+                    return
+            except queue.Empty:
+                assert keeper.poll() is None, "the keeper exited"
+        raise AssertionError(f"the keeper never printed {text!r}")
+
+    try:
+        wait_for("would publish data.fleetplane.reservations: nothing reserved")
+        pod = training().in_namespace(harness.namespace).in_queue("research").object()
+        pod["metadata"]["name"] = "kept"
+        pod["spec"].pop("priorityClassName", None)
+        harness.client.create(object_path("v1", "pods", harness.namespace, None), pod)
+        wait_for("would publish data.fleetplane.reservations: research $")
+    finally:
+        keeper.send_signal(signal.SIGTERM)
+        _, stderr = keeper.communicate(timeout=30)
+    assert keeper.returncode == 0, stderr
+    events = [json.loads(line) for line in stderr.splitlines()]
+    wakes = [e for e in events if e["event"] == "keeper.wake"]
+    assert any(e["reason"] == "pod added" for e in wakes), wakes
+    stop = next(e for e in events if e["event"] == "keeper.stop")
+    assert stop["passes"] >= 2
