@@ -3,6 +3,7 @@ keeper) with least-privilege RBAC."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -266,7 +267,12 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             mounts=mounts,
         ),
         # The gate's admission data between passes, under its own Lease.
-        _admission_keeper(config, volumes=volumes, mounts=mounts),
+        _admission_keeper(
+            config,
+            volumes=volumes,
+            mounts=mounts,
+            config_hash=hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest(),
+        ),
     ]
 
 
@@ -314,6 +320,7 @@ def _controller_cronjob(
     }
 
 
+CONFIG_HASH_ANNOTATION = "fleetplane.dev/config-sha256"
 KEEPER_NAME = f"{CONTROLLER_NAME}-admission"
 """The Deployment that keeps the gate's admission data current between passes."""
 
@@ -323,11 +330,14 @@ def _admission_keeper(
     *,
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]],
+    config_hash: str,
 ) -> Manifest:
     """`fleetplane controller admission --watch` (controller/admission_keeper.py): a workload
     admitted now is reserved against its team within a snapshot of its pods, not at the next
     period. One replica (a second would only take turns under the keeper's Lease); none while
-    the CronJobs are suspended, as nothing of the controller runs in the cluster then."""
+    the CronJobs are suspended, as nothing of the controller runs in the cluster then. It reads
+    its configuration once, at start: the hash of the rendered document on its pod template
+    rolls it when the configuration changes (a CronJob's pass reads it at each run)."""
     ns = config.system_namespace
     component = "controller"
     selector = {"app.kubernetes.io/name": KEEPER_NAME}
@@ -341,7 +351,10 @@ def _admission_keeper(
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": {**common_labels(component), **selector}},
+                "metadata": {
+                    "labels": {**common_labels(component), **selector},
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash},
+                },
                 "spec": _controller_pod_spec(
                     config, command=["admission", "--watch"], volumes=volumes, mounts=mounts
                 ),

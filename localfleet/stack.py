@@ -259,6 +259,10 @@ class LocalStack:
         return Service("prometheus", self.services_dir / "prometheus")
 
     @property
+    def admission_keeper(self) -> Service:
+        return Service("admission-keeper", self.services_dir / "admission-keeper")
+
+    @property
     def pushgateway(self) -> Service:
         return Service("pushgateway", self.services_dir / "pushgateway")
 
@@ -875,15 +879,16 @@ class LocalStack:
         path.write_bytes(base64.b64decode(secret["data"][CONTROLLER_TOKEN_KEY]))
         return path
 
-    def controller_pass(self) -> int | None:
-        """One real `fleetplane controller reconcile` pass, as the CronJob runs it."""
+    def _controller_command(self, *command: str) -> list[str]:
+        """`fleetplane controller <command>` with what the CronJob's pod mounts: the rendered
+        configuration, credentials, the gate's OPA and its token, Prometheus."""
         fleet = self.fleet()
         cmd = [
             sys.executable,
             "-m",
             "fleetplane",
             "controller",
-            "reconcile",
+            *command,
             "--config",
             str(self.controller_config()),
             "--kubeconfig",
@@ -893,7 +898,24 @@ class LocalStack:
             cmd += ["--opa-url", fleet.controller.opa_url]
         if fleet.opa.gate:
             cmd += ["--opa-token-file", str(self.controller_token())]
-        cmd += ["--prometheus-url", fleet.controller.prometheus_url]
+        return [*cmd, "--prometheus-url", fleet.controller.prometheus_url]
+
+    def start_admission_keeper(self) -> None:
+        """`fleetplane controller admission --watch` on the host, as its Deployment runs it in a
+        cluster: reservations written as pods are created (controller/admission_keeper.py);
+        ready at its first pass. `fleetplane down` stops it."""
+        cmd = self._controller_command("admission", "--watch")
+        self.log("$ " + shlex.join(["fleetplane", *cmd[3:]]) + " &")
+        keeper = self.admission_keeper
+        keeper.start(
+            cmd,
+            lambda: keeper.log_file.exists() and '"keeper.pass"' in keeper.log_file.read_text(),
+            env={**os.environ, "PYTHONPATH": str(self.root)},
+        )
+
+    def controller_pass(self) -> int | None:
+        """One real `fleetplane controller reconcile` pass, as the CronJob runs it."""
+        cmd = self._controller_command("reconcile")
         self.log("$ " + shlex.join(["fleetplane", *cmd[3:]]))
         log_path = self.services_dir / "controller" / "reconcile.log"
         with open(log_path, "w") as log:
@@ -964,6 +986,11 @@ class LocalStack:
         if controller_exit is not None:
             state = "ok" if controller_exit == 0 else f"failed (exit {controller_exit})"
             lines.append(f"controller: one reconcile pass {state}")
+        keeper = self.admission_keeper.pid()
+        lines.append(
+            f"admission keeper: {'running (' + str(keeper) + ')' if keeper else 'not running'}"
+            f" (reservations as pods are created; log {self.admission_keeper.log_file})"
+        )
         lines += [
             "",
             f"export KUBECONFIG={self.cluster_dir / 'kubeconfig'}",
@@ -1096,6 +1123,8 @@ class LocalStack:
             exit_code = self.controller_pass() if controller else None
             account = self.play_scenario() if scenario and controller else ""
             report = self.month_report() if scenario and controller else ""
+            if controller:  # after the scenario, whose passes it would otherwise join
+                self.start_admission_keeper()
             return self.summary(exit_code) + account + report
         self.wait_for_gate()
         exit_code = None
@@ -1117,6 +1146,7 @@ class LocalStack:
             self.ensure_provider()
             self.ensure_stack()
             self.pulumi("destroy", "--yes")
+        self.admission_keeper.stop()
         self.opa.stop()
         self.prometheus.stop()
         self.pushgateway.stop()

@@ -392,3 +392,30 @@ def test_the_admission_keeper_runs_the_controller_image_under_its_own_lease(
     add_parser(parser.add_subparsers())
     args = parser.parse_args(container["command"][1:])
     assert args.watch is True and args.watch_interval == 1.0
+
+
+def test_the_admission_keeper_rolls_when_the_configuration_changes(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    """It reads its configuration once, at start: a change of the rendered document changes
+    its pod template (so the Deployment rolls), the same document does not."""
+    from components.controller_job import controller_manifests
+
+    fleet = stack_fleets["prod"]
+
+    def template_annotations(config: FleetConfig) -> dict[str, str]:
+        (keeper,) = [m for m in controller_manifests(config) if m["kind"] == "Deployment"]
+        return keeper["spec"]["template"]["metadata"]["annotations"]
+
+    first = fleet.teams[0]
+    richer = fleet.model_copy(
+        update={
+            "teams": [
+                first.model_copy(update={"monthly_budget_usd": first.monthly_budget_usd + 1000}),
+                *fleet.teams[1:],
+            ]
+        }
+    )
+    assert template_annotations(fleet) == template_annotations(fleet.model_copy(deep=True))
+    assert template_annotations(fleet) != template_annotations(richer)
+    assert set(template_annotations(fleet)) == {"fleetplane.dev/config-sha256"}
