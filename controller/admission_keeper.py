@@ -86,9 +86,9 @@ def _wait_for_pods(kube: KubeClient, version: str, deadline: float, stop: thread
         # The API server ends a watch at its timeout: at most a few seconds, so `stop` is seen.
         timeout = max(1, min(int(left), 5))
         for event in kube.watch(PODS, resource_version=version, timeout_seconds=timeout):
+            metadata = (event.get("object") or {}).get("metadata") or {}
             if event.get("type") in WAKES:
-                return f"pod {str(event['type']).lower()}"
-            version = (
-                (event.get("object") or {}).get("metadata", {}).get("resourceVersion", version)
-            )
+                where = f"{metadata.get('namespace')}/{metadata.get('name')}"
+                return f"pod {str(event['type']).lower()} {where}"
+            version = metadata.get("resourceVersion", version)
     return "stop"

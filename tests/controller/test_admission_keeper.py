@@ -47,6 +47,26 @@ def until(what: str, check: Callable[[], bool], timeout: float = WITHIN) -> floa
     return time.monotonic() - began
 
 
+class Recorded(Log):
+    """The keeper's log events, kept in order (and logged as usual)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def _emit(self, level: int, event: str, fields: dict[str, Any]) -> None:
+        self.events.append((event, fields))
+        super()._emit(level, event, fields)
+
+    def wakes(self, namespace: str) -> list[str]:
+        """Why it woke, for the pods of `namespace` (other tests' pods may wake it too)."""
+        return [
+            fields["reason"]
+            for event, fields in self.events
+            if event == "keeper.wake" and f" {namespace}/" in fields["reason"]
+        ]
+
+
 @pytest.fixture
 def keeper(
     kube: LocalCluster, namespace: str, tmp_path: Path
@@ -83,6 +103,7 @@ def test_a_workload_is_reserved_as_its_pods_are_created_not_at_the_next_pass(
     assert ask(opa, second).allowed
 
     stop = threading.Event()
+    log = Recorded()
     passes: list[int] = []
     thread = threading.Thread(
         target=lambda: passes.append(
@@ -93,7 +114,7 @@ def test_a_workload_is_reserved_as_its_pods_are_created_not_at_the_next_pass(
                 interval=0.5,
                 refresh=3600,
                 stop=stop,
-                log=Log(),
+                log=log,
             )
         ),
         daemon=True,
@@ -124,6 +145,16 @@ def test_a_workload_is_reserved_as_its_pods_are_created_not_at_the_next_pass(
         print(f"pod created -> reserved in OPA: {reserved:.2f} s")
         refused = ask(opa, second)
         assert refused.rules == {"budget"}, refused.messages
+        assert log.wakes(namespace) == [f"pod added {namespace}/first"]
+
+        # an update (here a label; usually a status) does not wake it: it only lowers what is
+        # reserved, which the next refresh catches
+        client.merge_patch(
+            object_path("v1", "pods", namespace, "first"),
+            {"metadata": {"labels": {"touched": "yes"}}},
+        )
+        time.sleep(2)
+        assert log.wakes(namespace) == [f"pod added {namespace}/first"]
 
         # the workload ends: the deletion wakes the keeper too, and the second fits again
         client.delete(object_path("v1", "pods", namespace, "first"), {"gracePeriodSeconds": 0})
@@ -133,6 +164,10 @@ def test_a_workload_is_reserved_as_its_pods_are_created_not_at_the_next_pass(
         )
         print(f"pod deleted -> reservation dropped: {released:.2f} s")
         assert ask(opa, second).allowed
+        assert log.wakes(namespace) == [
+            f"pod added {namespace}/first",
+            f"pod deleted {namespace}/first",
+        ]
     finally:
         stop.set()
         thread.join(timeout=30)

@@ -173,6 +173,6 @@ def test_the_admission_keeper_runs_until_sigterm(harness: Harness, tmp_path: Pat
     assert keeper.returncode == 0, stderr
     events = [json.loads(line) for line in stderr.splitlines()]
     wakes = [e for e in events if e["event"] == "keeper.wake"]
-    assert any(e["reason"] == "pod added" for e in wakes), wakes
+    assert f"pod added {harness.namespace}/kept" in [e["reason"] for e in wakes], wakes
     stop = next(e for e in events if e["event"] == "keeper.stop")
     assert stop["passes"] >= 2
