@@ -17,9 +17,9 @@ snapshot later (tests/controller/test_admission_keeper.py measures it), not at t
   never less (the gate refuses, it does not let through).
 - Its own Lease (`<lease>-admission`): a keeper never keeps a reconcile pass from running, and
   two replicas take turns (each pass writes whole documents, idempotent).
-- A part that is down (API server, OPA) is logged and tried again after `interval`, from a
-  fresh list; the reservations already in OPA lapse on their own (`expires_at`) if it stays
-  down.
+- A part that is down (API server, OPA) is logged and tried again from a fresh list, after
+  `interval` doubled for each failure in a row up to `MAX_BACKOFF`; the reservations already in
+  OPA lapse on their own (`expires_at`) if it stays down.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from controller.reconcile import run_pass
 PODS = "/api/v1/pods"
 WAKES = frozenset({"ADDED", "DELETED"})
 LEASE_SUFFIX = "-admission"
+MAX_BACKOFF = 60.0
+"""Seconds, at most, between two tries while a part stays down."""
 
 
 def keep_admission_data(
@@ -51,28 +53,32 @@ def keep_admission_data(
 ) -> int:
     """Run admission passes until `stop` is set; the number of passes run."""
     settings = replace(settings, lease_name=settings.lease_name + LEASE_SUFFIX)
-    passes = 0
+    passes = failures = 0
     log.info("keeper.start", interval_seconds=interval, refresh_seconds=refresh)
     while not stop.is_set():
         began = time.monotonic()
+        wait = min(interval * 2**failures, MAX_BACKOFF)
         try:
             # the version before the snapshot: whatever the pass does not see, the watch does
             version = kube.collection_version(PODS)
         except ControllerError as error:
-            log.error("keeper.list.failed", error=str(error), consequence="tried again")
-            stop.wait(interval)
+            failures += 1
+            log.error("keeper.list.failed", error=str(error), retry_in_seconds=wait)
+            stop.wait(wait)
             continue
         summary = run_pass(
             kube=kube, fleet=fleet, settings=settings, concerns=("admission",), log=log
         )
         passes += 1
         log.info("keeper.pass", errors=summary.errors, skipped=summary.skipped or None)
+        failures = failures + 1 if summary.errors else 0
         try:
             woken_by = _wait_for_pods(kube, version, began + refresh, stop)
             log.info("keeper.wake", reason=woken_by)
         except ControllerError as error:
-            log.error("keeper.watch.failed", error=str(error), consequence="a pass from a new list")
-        stop.wait(max(0.0, began + interval - time.monotonic()))
+            failures += 1
+            log.error("keeper.watch.failed", error=str(error), retry_in_seconds=wait)
+        stop.wait(max(0.0, began + wait - time.monotonic()))
     log.info("keeper.stop", passes=passes)
     return passes
 

@@ -181,3 +181,40 @@ def _gone(client: KubeClient, namespace: str, name: str) -> bool:
     except NotFoundError:
         return True
     return False
+
+
+def test_while_the_api_server_is_down_it_backs_off_and_stops_when_asked() -> None:
+    """Nothing listens where the API server should be: each try fails at once, and the keeper
+    waits twice as long after each failure (0.1, 0.2, 0.4, ... s), not `interval` every time
+    (about 30 tries in 3 s); it acts on nothing and stops when asked."""
+    from controller.observe.kube import Credentials
+
+    client = KubeClient(Credentials(server=closed_url()), timeout=2)
+    settings = Settings(prometheus_url=closed_url(), opa_url=closed_url())
+    stop = threading.Event()
+    log = Recorded()
+    thread = threading.Thread(
+        target=keep_admission_data,
+        kwargs={
+            "kube": client,
+            "fleet": parse_config(research_home_config("nowhere")),
+            "settings": settings,
+            "interval": 0.1,
+            "refresh": 3600,
+            "stop": stop,
+            "log": log,
+        },
+        daemon=True,
+    )
+    thread.start()
+    time.sleep(3)
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    failed = [fields for event, fields in log.events if event == "keeper.list.failed"]
+    assert 3 <= len(failed) <= 6, [f["retry_in_seconds"] for f in failed]
+    waits = [f["retry_in_seconds"] for f in failed]
+    assert waits == sorted(waits) and waits[1] == 2 * waits[0], waits
+    assert "cannot connect" in failed[0]["error"]
+    assert not [event for event, _ in log.events if event == "keeper.pass"]
+    assert log.events[-1] == ("keeper.stop", {"passes": 0})
