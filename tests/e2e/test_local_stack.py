@@ -283,11 +283,13 @@ def test_local_stack_lifecycle(
     stack.config_file.write_text(yaml.safe_dump(changed, sort_keys=False))
     steps = preview_steps(stack)
     assert {(step["op"], name_of(step["urn"])) for step in steps} == {
-        # the team's Volcano queue (its one quota), and the rendered document that OPA and
-        # the controller read
+        # the team's Volcano queue (its one quota), the rendered document that OPA and
+        # the controller read, and the admission keeper, which reads it once at start (its
+        # pod template carries the document's hash, so it rolls)
         ("update", "local-volcano-analytics"),
         ("update", "local-opa-fleetplane-system-fleetplane-opa-data"),
         ("update", "local-controller-fleetplane-system-fleetplane-controller-config"),
+        ("update", "local-controller-fleetplane-system-fleetplane-controller-admission"),
     }, json.dumps(steps, indent=2)[:4000]
     stack.pulumi("up", "--yes")
     analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
