@@ -6,8 +6,9 @@
     fleetplane controller health run|status [options]
 
 A CronJob runs `reconcile` every period; a Deployment runs `admission --watch`, which keeps the
-gate's admission data current between periods (controller/admission_keeper.py). This module only builds the command line; what a pass
-needs (the Kubernetes client, OPA, Prometheus) is imported when the command runs.
+gate's admission data current between periods (controller/admission_keeper.py). This module
+only builds the command line; what a pass needs (the Kubernetes client, OPA, Prometheus) is
+imported when the command runs.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ def _keep(args: argparse.Namespace, kube: Any, fleet: Any, settings: Any, log: A
     import threading
 
     from controller.admission_keeper import keep_admission_data
+    from controller.config import period_seconds
 
     if args.watch_interval <= 0:
         print("--watch-interval must be more than 0 seconds", file=sys.stderr)
@@ -179,13 +181,12 @@ def _keep(args: argparse.Namespace, kube: Any, fleet: Any, settings: Any, log: A
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    period = float(fleet.controller.get("period_seconds") or settings.lease_seconds)
     keep_admission_data(
         kube=kube,
         fleet=fleet,
         settings=settings,
         interval=args.watch_interval,
-        refresh=period,
+        refresh=period_seconds(fleet, settings),
         stop=stop,
         log=log,
     )

@@ -368,3 +368,9 @@ class Settings:
         if problems:
             raise ConfigProblems(problems)
         return cls(**values, overrides=given)
+
+
+def period_seconds(fleet: FleetView, settings: Settings) -> float:
+    """Seconds between two passes: `controller.period_seconds`, or else the Lease's duration
+    (which defaults to it)."""
+    return float(fleet.controller.get("period_seconds") or settings.lease_seconds)

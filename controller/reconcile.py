@@ -31,7 +31,7 @@ from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
 from controller.act.spend import act_on_spend
 from controller.act.stragglers import act_on_stragglers
-from controller.config import FleetView, Settings
+from controller.config import FleetView, Settings, period_seconds
 from controller.decide.approvals import approval_users, plan_bindings
 from controller.decide.idle import EvidenceRules, plan_idle
 from controller.decide.lineage import by_uid
@@ -397,7 +397,7 @@ def _usage(rt: Runtime, snapshot: Snapshot) -> None:
         summary.set("team_budget_usd", config.monthly_budget_usd, team=name)
         for resource, amount in config.quota.items():
             summary.set("team_quota_gpus", amount, team=name, resource=resource)
-    period = float(rt.fleet.controller.get("period_seconds") or rt.settings.lease_seconds)
+    period = period_seconds(rt.fleet, rt.settings)
     usage = team_usage(snapshot.pods, snapshot.nodes, rt.fleet, rt.now, period)
     for state, found in (("held", usage.held), ("pending", usage.pending)):
         for (team, resource, model, capacity_type, workload), devices in found.items():
@@ -465,7 +465,7 @@ def _admission(rt: Runtime, snapshot: Snapshot) -> None:
     objects = by_uid(snapshot.workload_objects)
     system = frozenset(rt.fleet.raw.get("system_namespaces") or ())
     act_on_records(rt, workload_records(snapshot.workload_objects, system))
-    period = float(rt.fleet.controller.get("period_seconds") or rt.settings.lease_seconds)
+    period = period_seconds(rt.fleet, rt.settings)
     reservations = plan_reservations(
         snapshot.pods, snapshot.nodes, objects, rt.fleet, rt.now, horizon_seconds=2 * period
     )
