@@ -332,8 +332,11 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         accept: str | None = None,
+        stream: bool = False,
+        timeout: float | tuple[float, float] | None = None,
     ) -> requests.Response:
-        """Send one request; its (2xx) response, or a classified error."""
+        """Send one request; its (2xx) response, or a classified error. `stream`: the body is
+        read as it arrives (a watch), `timeout` then bounds the wait between two reads."""
         with self._lock:
             self.requests_made += 1
         data = None if body is None else orjson.dumps(body)
@@ -347,8 +350,9 @@ class KubeClient:
                 params=params,
                 data=data,
                 headers=headers or None,
-                timeout=self.timeout,
+                timeout=self.timeout if timeout is None else timeout,
                 verify=self._verify,
+                stream=stream,
             )
         except requests.Timeout as error:
             raise TemporaryError(f"{method} {path}: timed out after {self.timeout}s") from error
@@ -421,25 +425,15 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": timeout_seconds,
         }
-        with self._lock:
-            self.requests_made += 1
-        try:
-            response = self._session.get(
-                self.server + path,
-                params=params,
-                stream=True,
-                # connect within the client's timeout; between events, up to the watch's own
-                timeout=(self.timeout, timeout_seconds + self.timeout),
-                verify=self._verify,
-            )
-        except requests.RequestException as error:
-            raise TemporaryError(f"WATCH {path}: cannot connect: {error}") from error
+        response = self._send(
+            "GET",
+            path,
+            params=params,
+            stream=True,
+            # connect within the client's timeout; between events, up to the watch's own
+            timeout=(self.timeout, timeout_seconds + self.timeout),
+        )
         with response:
-            if response.status_code != 200:
-                message = f"WATCH {path}: HTTP {response.status_code}: {_status_message(response)}"
-                if response.status_code >= 500 or response.status_code in (408, 410, 429):
-                    raise TemporaryError(message)
-                raise PermanentError(message)
             try:
                 for line in response.iter_lines():
                     if not line:
