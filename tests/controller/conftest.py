@@ -358,6 +358,24 @@ def gate_opa(work_dir: Any, config: dict[str, Any], *extra_data: Any) -> OpaServ
     )
 
 
+KEPT = "fleetplane-opa-controller-data"
+"""The ConfigMap the gate's OPA loads the controller's documents from at start."""
+
+
+def gate_settings(opa: OpaServer, work_dir: Any, namespace: str, *, kept: bool) -> Settings:
+    """A pass against an OPA run as the gate's (gate_opa): the controller's token, Prometheus
+    nowhere, the Lease in `namespace`; `kept`: its documents also written to the ConfigMap
+    KEPT there."""
+    return Settings(
+        prometheus_url=closed_url(),
+        opa_url=opa.url,
+        opa_token_file=token_file(work_dir),
+        opa_data_configmap=f"{namespace}/{KEPT}" if kept else None,
+        lease_namespace=namespace,
+        request_timeout_seconds=5,
+    )
+
+
 def token_file(directory: Any) -> str:
     """CONTROLLER_TOKEN in a file, as the CronJob mounts it from the gate's Secret."""
     from pathlib import Path

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-from controller.config import Settings, parse_config
+from controller.config import parse_config
 from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient, object_path
 from controller.reconcile import run_pass
@@ -25,17 +25,15 @@ from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
 from tests.controller.conftest import (
     CONTROLLER_TOKEN,
-    closed_url,
+    KEPT,
     gate_opa,
+    gate_settings,
     research_home_config,
     spent_this_month,
-    token_file,
 )
 from tests.policies.builders import Verdict, training
 
 pytestmark = pytest.mark.integration
-
-KEPT = "fleetplane-opa-controller-data"
 
 
 def ask(opa: OpaServer, review: dict[str, Any]) -> Verdict:
@@ -106,14 +104,7 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
     kept.mkdir()
     opa = gate_opa(tmp_path, config, kept)
     opa.start()
-    settings = Settings(
-        prometheus_url=closed_url(),
-        opa_url=opa.url,
-        opa_token_file=token_file(tmp_path),
-        opa_data_configmap=f"{namespace}/{KEPT}",
-        lease_namespace=namespace,
-        request_timeout_seconds=5,
-    )
+    settings = gate_settings(opa, tmp_path, namespace, kept=True)
 
     def run(concerns: tuple[str, ...], **overrides: Any) -> str:
         printed = io.StringIO()

@@ -24,9 +24,9 @@ from localfleet.controlplane import LocalCluster
 from tests.controller.conftest import (
     closed_url,
     gate_opa,
+    gate_settings,
     research_home_config,
     spent_this_month,
-    token_file,
 )
 from tests.controller.test_admission_data import ask, read
 from tests.policies.builders import training
@@ -75,13 +75,7 @@ def keeper(
     client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
     opa = gate_opa(tmp_path, config)
     opa.start()
-    settings = Settings(
-        prometheus_url=closed_url(),
-        opa_url=opa.url,
-        opa_token_file=token_file(tmp_path),
-        lease_namespace=namespace,
-        request_timeout_seconds=5,
-    )
+    settings = gate_settings(opa, tmp_path, namespace, kept=False)
     try:
         yield client, opa, settings, config
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from controller.config import Settings, parse_config
+from controller.config import parse_config
 from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient, object_path
 from controller.reconcile import run_pass
@@ -25,17 +25,15 @@ from localfleet.servers import OpaServer
 from policyreview.diff import CORPUS_DIR
 from tests.controller.conftest import (
     CONTROLLER_TOKEN,
-    closed_url,
+    KEPT,
     gate_opa,
+    gate_settings,
     research_home_config,
     spent_this_month,
-    token_file,
 )
 from tests.policies.builders import Verdict, training
 
 pytestmark = pytest.mark.integration
-
-KEPT = "fleetplane-opa-controller-data"
 
 
 def review(opa: OpaServer, namespace: str) -> Verdict:
@@ -68,14 +66,7 @@ def test_a_team_over_budget_is_still_refused_after_opa_restarts(
     kept.mkdir()
     opa = gate_opa(tmp_path, config, kept)
     opa.start()
-    settings = Settings(
-        prometheus_url=closed_url(),
-        opa_url=opa.url,
-        opa_token_file=token_file(tmp_path),
-        opa_data_configmap=f"{namespace}/{KEPT}",
-        lease_namespace=namespace,
-        request_timeout_seconds=5,
-    )
+    settings = gate_settings(opa, tmp_path, namespace, kept=True)
     try:
         assert review(opa, namespace).allowed  # OPA has no spend yet
 
