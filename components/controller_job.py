@@ -10,7 +10,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import Manifest, common_labels, declare_all, meta
+from components.kube import CONFIG_HASH_ANNOTATION, Manifest, common_labels, declare_all, meta
 from fleet.config import FleetConfig
 from fleet.render import (
     CONFIG_ENV,
@@ -320,7 +320,6 @@ def _controller_cronjob(
     }
 
 
-CONFIG_HASH_ANNOTATION = "fleetplane.dev/config-sha256"
 KEEPER_NAME = f"{CONTROLLER_NAME}-admission"
 """The Deployment that keeps the gate's admission data current between passes."""
 

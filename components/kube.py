@@ -95,6 +95,11 @@ def declare_all(
 Manifest = dict[str, Any]
 
 
+CONFIG_HASH_ANNOTATION = "fleetplane.dev/config-sha256"
+"""On a Deployment's pod template: the digest of what its pods read only at start, so a change
+rolls them (the gate's OPA, the controller's admission keeper)."""
+
+
 def common_labels(component: str) -> dict[str, str]:
     return {
         labels.MANAGED_BY: labels.MANAGED_BY_VALUE,

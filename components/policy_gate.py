@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import Manifest, common_labels, declare_all, meta
+from components.kube import CONFIG_HASH_ANNOTATION, Manifest, common_labels, declare_all, meta
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
 from components.tokens import BearerToken, TokenMaterial
 from fleet.config import FleetConfig
@@ -387,7 +387,7 @@ def policy_gate_manifests(
                 "template": {
                     "metadata": {
                         "labels": {**common_labels(component), **selector},
-                        "annotations": {"fleetplane.dev/config-sha256": pod_digest},
+                        "annotations": {CONFIG_HASH_ANNOTATION: pod_digest},
                     },
                     "spec": {
                         "serviceAccountName": opa.name,
