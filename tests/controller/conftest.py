@@ -314,6 +314,16 @@ def started_at(pod: dict[str, Any]) -> float:
 
 
 @pytest.fixture
+def client(kube: LocalCluster) -> Iterator[KubeClient]:
+    """A controller client of the session's API server, closed after the test."""
+    found = KubeClient.from_kubeconfig(str(kube.kubeconfig))
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@pytest.fixture
 def harness(kube: LocalCluster, namespace: str, opa_server: OpaServer) -> Iterator[Harness]:
     document = config_for(namespace)
     opa_server.put_data("fleetplane/config", document)

@@ -4,24 +4,12 @@ apart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from controller.act.events import EventRecorder, ObjectRef
 from controller.observe.kube import KubeClient
-from localfleet.controlplane import LocalCluster
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(kube: LocalCluster) -> Iterator[KubeClient]:
-    client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def test_a_repeated_event_is_counted_on_one_event(client: KubeClient, namespace: str) -> None:

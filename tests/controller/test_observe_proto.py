@@ -245,13 +245,6 @@ def node_objects(suffix: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def client(kube: LocalCluster) -> Iterator[KubeClient]:
-    found = KubeClient.from_kubeconfig(str(kube.kubeconfig))
-    yield found
-    found.close()
-
-
-@pytest.fixture
 def varied(kube: LocalCluster, namespace: str, client: KubeClient) -> Iterator[str]:
     """The varied pods in the test's namespace, and two nodes (cordoned, no kubelet) they may
     be bound to; the nodes, the PriorityClass and the finalizer go afterwards."""

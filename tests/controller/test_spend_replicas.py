@@ -17,7 +17,6 @@ from controller.act.opa import SPEND_PATH, Opa
 from controller.errors import PermanentError
 from controller.observe.endpoints import Endpoint, ready_endpoints
 from controller.observe.kube import KubeClient
-from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
 from tests.controller.conftest import Harness
 
@@ -52,15 +51,6 @@ def pod_endpoint(address: str, pod: str, **conditions: bool) -> dict[str, Any]:
     if conditions:
         entry["conditions"] = conditions
     return entry
-
-
-@pytest.fixture
-def client(kube: LocalCluster) -> Iterator[KubeClient]:
-    c = KubeClient.from_kubeconfig(str(kube.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def create(client: KubeClient, namespace: str, body: dict[str, Any]) -> None:
