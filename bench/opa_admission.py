@@ -10,7 +10,7 @@ StatefulSets, Jobs, CronJobs and Volcano Jobs) and requests generated from the A
 trace by policyreview.diff (production-shaped pods, mostly allowed; `--trace none` to skip).
 About a quarter of this corpus is denied or warned about, far more than a real fleet sends.
 
-Three phases, each after a warm-up:
+Up to four phases, each after a warm-up:
 
 1. throughput: `--connections` closed-loop clients send as fast as OPA answers; prints
    decisions per second, the CPU OPA used per decision, and the latency under that saturation;
@@ -26,7 +26,14 @@ Three phases, each after a warm-up:
    corpus. What it costs is the machine's, HTTP's and the client's share of the latency at the
    rate; the rest is the policy's. On a virtual machine whose idle cores halt, a request at a
    moderate rate can cost several times the CPU it costs under saturation (each wake-up starts
-   cold); the floor shows how much of the latency that takes.
+   cold); the floor shows how much of the latency that takes;
+4. reading (`--reading`): the same open loop against the project's policies with an entry
+   point that evaluates only what the fast path must read of every review before it can
+   decide anything (`fleetplane.admission.fast_base`: the envelope, the one pod template, every
+   container's resources and security context, volumes, labels, annotations and the image
+   registries) and then allows. Nothing about accelerators, budget, queue or pools is
+   decided, so what it costs above the floor is a lower bound of any complete gate's cost in
+   OPA's evaluator.
 
 The client is a few raw sockets with the requests prepared up front; on a 2-core machine
 every client cycle is taken from OPA, so the open loop prints the CPU per decision of both
@@ -41,6 +48,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -364,6 +372,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             process.wait(timeout=10)
         if args.rate > 0 and args.floor:
             figures["floor"] = floor(Path(log_dir), requests, env, args)
+        if args.rate > 0 and args.reading:
+            figures["reading"] = reading(Path(log_dir), requests, env, args)
     figures["load_average"] = os.getloadavg()
     return figures
 
@@ -404,6 +414,20 @@ main := {
 }
 """
 
+# The reading policy's entry point, in place of the project's system/main.rego: the fast
+# path's reading of the review (fast_base, evaluated whole: `count` walks its one value, and
+# fast_base is a complete rule), then allowed.
+READING_ENTRY = """package system
+
+import data.fleetplane.admission
+
+main := {
+	"apiVersion": "admission.k8s.io/v1",
+	"kind": "AdmissionReview",
+	"response": {"uid": input.request.uid, "allowed": true, "read": count([1 | admission.fast_base])},
+}
+"""
+
 
 def floor(
     work: Path, requests: list[bytes], env: dict[str, str], args: argparse.Namespace
@@ -414,10 +438,32 @@ def floor(
     policies = work / "floor-policy"
     (policies / "system").mkdir(parents=True)
     (policies / "system" / "main.rego").write_text(FLOOR_POLICY)
-    (work / "floor").mkdir()
+    return open_loop_against(work / "floor", policies, requests, env, args)
+
+
+def reading(
+    work: Path, requests: list[bytes], env: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same open loop against the project's policies whose entry point only reads each
+    review as the fast path must (READING_ENTRY)."""
+    policies = work / "reading-policy"
+    shutil.copytree(args.policies, policies)
+    (policies / "system" / "main.rego").write_text(READING_ENTRY)
+    return open_loop_against(work / "reading", policies, requests, env, args)
+
+
+def open_loop_against(
+    work: Path,
+    policies: Path,
+    requests: list[bytes],
+    env: dict[str, str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """`at_rate` against a fresh OPA serving `policies`, with the benchmark's flags and GC."""
+    work.mkdir()
     port = free_port()
     process = start_opa(
-        args.opa, policies, args.config, port, work / "floor" / "opa.log", args.opa_arg or [], env
+        args.opa, policies, args.config, port, work / "opa.log", args.opa_arg or [], env
     )
     try:
         return at_rate(process.pid, port, requests, args)
@@ -467,6 +513,18 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
                 f"(target <= {TARGET_CPU_RATIO:.0f}x)"
             )
             met = met and ratio <= TARGET_CPU_RATIO
+    if "reading" in figures:
+        g = figures["reading"]
+        print(
+            f"  reading      the same at {g['rate']:.0f}/s with the fast path's reading of each "
+            f"review alone (nothing decided): p50 {g['p50_ms']:.2f} ms  p90 {g['p90_ms']:.2f} ms  "
+            f"p99 {g['p99_ms']:.2f} ms; CPU per decision: OPA {g['opa_cpu_us_per_decision']:.0f} us"
+        )
+        if "floor" in figures and figures["floor"]["opa_cpu_us_per_decision"] > 0:
+            ratio = g["opa_cpu_us_per_decision"] / figures["floor"]["opa_cpu_us_per_decision"]
+            print(
+                f"  reading CPU  {ratio:.1f}x the floor's per decision (a lower bound for any gate)"
+            )
     print(
         f"  evaluation   p50 {figures['eval_p50_ms']:.3f} ms   p99 {figures['eval_p99_ms']:.3f} ms"
         "   (OPA's own timer, one request at a time)"
@@ -514,6 +572,11 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also run the open loop against a policy that decides nothing (default: on)",
+    )
+    parser.add_argument(
+        "--reading",
+        action="store_true",
+        help="also run the open loop against the fast path's reading of each review alone",
     )
     parser.add_argument(
         "--eval-samples", type=int, default=1000, help="requests for the evaluation timer"

@@ -56,3 +56,14 @@ def test_no_floor_skips_it(capsys: pytest.CaptureFixture[str]) -> None:
     figures = run(capsys, "--no-floor")
     assert "at_rate" in figures
     assert "floor" not in figures
+
+
+def test_reading_runs_the_fast_paths_reading_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    # The reading phase serves the project's policies under another entry point: if
+    # fast_base were renamed or broken, that OPA would not start and the bench would fail.
+    figures = run(capsys, "--no-floor", "--reading")
+    r = figures["reading"]
+    assert r["rate"] == 100
+    assert r["achieved"] > 0
+    assert r["opa_cpu_us_per_decision"] > 0
+    assert "floor" not in figures
