@@ -3,14 +3,21 @@ keeper) with least-privilege RBAC."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
-from components.kube import CONFIG_HASH_ANNOTATION, Manifest, common_labels, declare_all, meta
+from components.kube import (
+    CONFIG_HASH_ANNOTATION,
+    Manifest,
+    common_labels,
+    config_digest,
+    declare_all,
+    meta,
+    restricted_container_security_context,
+)
 from fleet.config import FleetConfig
 from fleet.render import (
     CONFIG_ENV,
@@ -271,7 +278,7 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             config,
             volumes=volumes,
             mounts=mounts,
-            config_hash=hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest(),
+            config_hash=config_digest(rendered),
         ),
     ]
 
@@ -394,11 +401,7 @@ def _controller_pod_spec(
                     "requests": {"cpu": "100m", "memory": "256Mi"},
                     "limits": {"memory": "1Gi"},
                 },
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
+                "securityContext": restricted_container_security_context(),
                 "volumeMounts": mounts,
             }
         ],

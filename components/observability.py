@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.kube import Manifest, declare_all, meta
+from components.kube import Manifest, declare_all, meta, restricted_container_security_context
 from fleet.config import FleetConfig
 from fleet.render import PUSHGATEWAY_NAME, PUSHGATEWAY_PORT
 from observability.dashboards import dashboards
@@ -76,11 +76,7 @@ def pushgateway_manifests(config: FleetConfig) -> list[Manifest]:
                                     "requests": {"cpu": "10m", "memory": "32Mi"},
                                     "limits": {"memory": "128Mi"},
                                 },
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
+                                "securityContext": restricted_container_security_context(),
                             }
                         ],
                     },

@@ -12,7 +12,15 @@ from typing import Any
 
 import pulumi
 
-from components.kube import CONFIG_HASH_ANNOTATION, Manifest, common_labels, declare_all, meta
+from components.kube import (
+    CONFIG_HASH_ANNOTATION,
+    Manifest,
+    common_labels,
+    config_digest,
+    declare_all,
+    meta,
+    restricted_container_security_context,
+)
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
 from components.tokens import BearerToken, TokenMaterial
 from fleet.config import FleetConfig
@@ -257,9 +265,7 @@ def policy_gate_manifests(
     size = sum(len(t.encode()) for t in policy_data.values())
     if size > CONFIGMAP_LIMIT_BYTES:
         raise ValueError(f"policies are {size} bytes, above the ConfigMap budget")
-    digest = hashlib.sha256(
-        json.dumps([sorted(policy_data.items()), data_json]).encode()
-    ).hexdigest()
+    digest = config_digest([sorted(policy_data.items()), data_json])
     # A new controller token (a rotation) rolls OPA, which reads the authz document only at start.
     pod_digest = _then(
         controller_token.sha256,
@@ -310,11 +316,7 @@ def policy_gate_manifests(
             "requests": {"cpu": "100m", "memory": "1Gi"},
             "limits": {"memory": "1Gi"},
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": restricted_container_security_context(),
         "volumeMounts": [
             {"name": "policies", "mountPath": "/policies", "readOnly": True},
             {"name": "data", "mountPath": "/data", "readOnly": True},
