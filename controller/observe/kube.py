@@ -343,6 +343,7 @@ class KubeClient:
         headers = {"Content-Type": content_type} if data is not None else {}
         if accept:
             headers["Accept"] = accept
+        timeout = self.timeout if timeout is None else timeout
         try:
             response = self._session.request(
                 method,
@@ -350,12 +351,17 @@ class KubeClient:
                 params=params,
                 data=data,
                 headers=headers or None,
-                timeout=self.timeout if timeout is None else timeout,
+                timeout=timeout,
                 verify=self._verify,
                 stream=stream,
             )
         except requests.Timeout as error:
-            raise TemporaryError(f"{method} {path}: timed out after {self.timeout}s") from error
+            limit = (
+                f"({timeout[0]}s to connect, {timeout[1]}s between reads)"
+                if isinstance(timeout, tuple)
+                else f"after {timeout}s"
+            )
+            raise TemporaryError(f"{method} {path}: timed out {limit}") from error
         except requests.ConnectionError as error:
             raise TemporaryError(f"{method} {path}: cannot connect: {error}") from error
         status = response.status_code
