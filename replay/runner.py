@@ -111,14 +111,16 @@ GC_THRESHOLDS = (100_000, 50, 1_000)
 """Python's collector thresholds in a scenario's worker (generation 0 collected after 100,000
 allocations instead of 700): the replay makes many short-lived objects and few cycles."""
 
-OPA_GOGC = "1600"
-"""Go's GC target for the OPA servers the replay starts (unless GOGC is set): the admission
-gate allocates a lot per review; collecting rarely takes about a sixth off OPA's CPU against
-GOGC=400 (which took a seventh off Go's default, 100), for about 250 MB per server instead of
-90 MB..."""
+OPA_GOGC = "200"
+"""Go's GC target for the OPA servers the replay starts (unless GOGC is set). The admission
+gate allocates a lot per review. Alone, one OPA spends about the same CPU per query at any
+GOGC from 200 to 1600; five side by side on two cores (the default run) spend less with a
+small heap that stays in the caches than with one that sweeps 250 MB of fresh memory between
+collections: `bench/replay_default_trace.py` back to back, 165 against 182 CPU-seconds and
+114 against 120 (GOGC=200 against 1600; docs/replay.md, "Speed")."""
 OPA_GOMEMLIMIT = "1GiB"
-"""...with a soft limit per server (unless GOMEMLIMIT is set), above which Go collects
-sooner whatever GOGC says."""
+"""A soft limit per OPA server (unless GOMEMLIMIT is set), above which Go collects sooner
+whatever GOGC says."""
 OPA_GOMAXPROCS = "1"
 """Go threads running at once in each OPA the replay starts (unless GOMAXPROCS is set): each
 OPA answers one query at a time, several scenarios run side by side on few cores, and one
