@@ -18,12 +18,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from replay import cli, report, runner
 
 TARGET_SECONDS = 60.0
 """The issue's target ("Replay true to its trace"): every default scenario in a minute of wall
 time on two free cores (63.8 s measured after the gate's fast path took the replay's reviews)."""
+
+YARDSTICK_ADDITIONS = 20_000_000
+
+
+def yardstick_seconds() -> float:
+    """A fixed piece of Python work, timed: this kind of virtual machine changes speed by a
+    third from one minute to the next, so a run's figures are read beside the yardstick's
+    before and after it (1.4 s at the fast end of the development machine, 2.5 s at its slow
+    end)."""
+    began = time.perf_counter()
+    total = 0
+    for i in range(YARDSTICK_ADDITIONS):
+        total += i
+    return time.perf_counter() - began
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,11 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     args = parser.parse_args(argv)
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    before = 0.0 if args.json else yardstick_seconds()
     try:
         document = runner.run(cli.options_from(args), progress=progress)
     except cli.run_errors() as error:
         print(f"replay: {error}", file=sys.stderr)
         return 2
+    after = 0.0 if args.json else yardstick_seconds()
     if args.json:
         print(json.dumps(document, indent=1))
     else:
@@ -49,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"target: every scenario of the default trace in under {TARGET_SECONDS:.0f} s "
             f"({'met' if wall < TARGET_SECONDS else 'NOT met'}: {wall:.1f} s)"
+        )
+        print(
+            f"machine speed: {YARDSTICK_ADDITIONS:,} Python additions took {before:.2f} s "
+            f"before the run and {after:.2f} s after it"
         )
     if args.out:
         paths = report.write(args.out, document)
