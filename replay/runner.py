@@ -112,12 +112,13 @@ GC_THRESHOLDS = (100_000, 50, 1_000)
 allocations instead of 700): the replay makes many short-lived objects and few cycles."""
 
 OPA_GOGC = "200"
-"""Go's GC target for the OPA servers the replay starts (unless GOGC is set). The admission
-gate allocates a lot per review. Alone, one OPA spends about the same CPU per query at any
-GOGC from 200 to 1600; five side by side on two cores (the default run) spend less with a
-small heap that stays in the caches than with one that sweeps 250 MB of fresh memory between
-collections: `bench/replay_default_trace.py` back to back, 165 against 182 CPU-seconds and
-114 against 120 (GOGC=200 against 1600; docs/replay.md, "Speed")."""
+"""Go's GC target for the OPA servers the replay starts (unless GOGC is set). Alone, one OPA
+spends about the same CPU per query at any GOGC from 200 to 1600 (the earlier 1600 saved a
+sixth against 400 in such runs); five side by side on two cores (the default run) did better
+with a heap small enough to stay in the caches in the two back-to-back pairs of
+`bench/replay_default_trace.py` (165 against 182 and 114 against 120 CPU-seconds, GOGC=200
+against 1600), though later runs at this machine's drifting speed did not tell them apart.
+A server's heap stays a few times its live data instead of growing to about 250 MB."""
 OPA_GOMEMLIMIT = "1GiB"
 """A soft limit per OPA server (unless GOMEMLIMIT is set), above which Go collects sooner
 whatever GOGC says."""
