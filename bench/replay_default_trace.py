@@ -33,8 +33,8 @@ YARDSTICK_ADDITIONS = 20_000_000
 def yardstick_seconds() -> float:
     """A fixed piece of Python work, timed: this kind of virtual machine changes speed by a
     third from one minute to the next, so a run's figures are read beside the yardstick's
-    before and after it (1.4 s at the fast end of the development machine, 2.5 s at its slow
-    end)."""
+    before and after it (0.56-0.79 s on the development machine while the runs in
+    docs/replay.md, "Speed", took 57.8-68.5 s)."""
     began = time.perf_counter()
     total = 0
     for i in range(YARDSTICK_ADDITIONS):
