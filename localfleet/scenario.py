@@ -105,6 +105,7 @@ def pod(
 
 
 NOTEBOOK = {labels.IDLE_TIMEOUT_SECONDS: "3600"}
+NOTEBOOK_KEY = "analytics/eda-notebook"  # the notebook left idle, warned then reclaimed
 """Notebooks declare their idle timeout (the gate requires it)."""
 
 
@@ -193,6 +194,7 @@ class ScenarioRun:
     refused: list[tuple[str, str]] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     passes: list[int | None] = field(default_factory=list)
+    notebook: list[str] = field(default_factory=list)  # the idle notebook's judgements, in order
 
 
 def controller_actions(log_text: str) -> list[Decision]:
@@ -213,6 +215,28 @@ def controller_actions(log_text: str) -> list[Decision]:
                     reason=str(entry.get("reason", "")),
                 )
             )
+    return out
+
+
+def idle_events(log_text: str, pod_key: str) -> list[str]:
+    """What a pass's JSON log says of one pod's idleness, beyond the actions: why it was kept
+    (partial evidence, held with its workload, refused by the policy)."""
+    out = []
+    for line in log_text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        event = str(entry.get("event", ""))
+        if not event.startswith("idle.") or event in ACTION_EVENTS:
+            continue
+        if pod_key not in (
+            str(entry.get("pod", "")),
+            str(entry.get("target", "")).split("/", 1)[-1],
+        ):
+            continue
+        reason = entry.get("reason") or "; ".join(map(str, entry.get("reasons") or [])) or "-"
+        out.append(f"{event}: {reason}")
     return out
 
 
@@ -325,7 +349,15 @@ class Scenario:
         code = self.stack.controller_pass()
         self.run_state.passes.append(code)
         log_path: Path = self.stack.services_dir / "controller" / "reconcile.log"
-        self.run_state.decisions += controller_actions(log_path.read_text(errors="replace"))
+        text = log_path.read_text(errors="replace")
+        self.run_state.decisions += controller_actions(text)
+        self.run_state.notebook += idle_events(text, NOTEBOOK_KEY)
+
+    def _reclaimed(self, pod_key: str) -> bool:
+        return any(
+            d.event == "idle.reclaim" and d.target.endswith(pod_key)
+            for d in self.run_state.decisions
+        )
 
     def run(self) -> str:
         fleet = self.stack.fleet()
@@ -455,6 +487,7 @@ class Scenario:
             f"{labels.LAST_CHECKPOINT}={int(time.time())}",
             "--overwrite",
         )
+        warned_by = time.time()
         self.controller_pass()
         grace = idle.grace_seconds if idle else 30
         self.log(f"scenario: the notebook's grace ({grace}s), then the next pass")
@@ -465,6 +498,15 @@ class Scenario:
             30,
         )
         self.controller_pass()
+        # As the CronJob's next runs would: a pass that found the notebook's evidence partial
+        # (one scrape missed on a loaded machine) keeps it, and a later pass reclaims it while
+        # the warning is still inside the idle window.
+        scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
+        while not self._reclaimed(NOTEBOOK_KEY) and time.time() + scrape < warned_by + window - 2:
+            why = "; ".join(self.run_state.notebook[-1:]) or "no idle event for it in the pass"
+            self.log(f"scenario: the notebook kept ({why}); another pass in {scrape}s")
+            time.sleep(scrape)
+            self.controller_pass()
         self.log(
             f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
         )
@@ -514,6 +556,9 @@ class Scenario:
         lines += ["", "the controller decided:"]
         decisions = [d for d in self.run_state.decisions if d.event != "spend.publish"]
         lines += [f"  {d.event:14} {d.target}: {d.reason}" for d in decisions] or ["  (nothing)"]
+        if not self._reclaimed(NOTEBOOK_KEY):
+            lines += [f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"]
+            lines += [f"    {note}" for note in self.run_state.notebook] or ["    (none logged)"]
         passes = ", ".join("ok" if code == 0 else f"exit {code}" for code in self.run_state.passes)
         lines.append(f"controller passes: {passes}")
         return "\n".join(lines)

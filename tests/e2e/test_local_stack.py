@@ -213,11 +213,14 @@ def test_local_stack_lifecycle(
     # the scenario played on the live fleet: Volcano placed, the controller warned, preempted
     # a gang whole and reclaimed, the gate refused
     assert "=== scenario: the fleet at work ===" in summary
+    decided = summary.split("the controller decided:", 1)[-1]
     for decision in ("idle.warn", "idle.reclaim", "preempt.preempt", "gang of ml-research/"):
-        assert decision in summary, decision
+        assert decision in summary, f"{decision} missing; the controller decided:{decided}"
     assert "workload-type: pod has no label" in summary
     assert "budget: team analytics would reach" in summary
-    assert "controller passes: ok, ok" in summary
+    # two passes at least (warn, then reclaim), more where a pass found partial evidence
+    passes = summary.split("controller passes: ", 1)[-1].splitlines()[0].split(", ")
+    assert len(passes) >= 2 and set(passes) == {"ok"}, passes
     # the month's chargeback, from the local Prometheus, where the summary says
     assert "chargeback report for this month, written:" in summary
     reports = stack.services_dir / "reports"
