@@ -105,8 +105,9 @@ def pod(
 
 
 NOTEBOOK = {labels.IDLE_TIMEOUT_SECONDS: "3600"}
-NOTEBOOK_KEY = "analytics/eda-notebook"  # the notebook left idle, warned then reclaimed
 """Notebooks declare their idle timeout (the gate requires it)."""
+NOTEBOOK_KEY = "analytics/eda-notebook"
+"""The notebook the scenario leaves idle: warned by one pass, reclaimed by a later one."""
 
 
 def _template_meta(name: str, namespace: str, workload_type: str) -> dict[str, Any]:
@@ -194,7 +195,8 @@ class ScenarioRun:
     refused: list[tuple[str, str]] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     passes: list[int | None] = field(default_factory=list)
-    notebook: list[str] = field(default_factory=list)  # the idle notebook's judgements, in order
+    notebook: list[list[str]] = field(default_factory=list)
+    """What each pass logged of the idle notebook's judgements (`idle_events`)."""
 
 
 def controller_actions(log_text: str) -> list[Decision]:
@@ -351,7 +353,30 @@ class Scenario:
         log_path: Path = self.stack.services_dir / "controller" / "reconcile.log"
         text = log_path.read_text(errors="replace")
         self.run_state.decisions += controller_actions(text)
-        self.run_state.notebook += idle_events(text, NOTEBOOK_KEY)
+        self.run_state.notebook.append(idle_events(text, NOTEBOOK_KEY))
+
+    def pass_until_reclaimed(self, *, until: float, every: float) -> None:
+        """As the CronJob's next runs would: a pass that found the notebook's evidence partial
+        (one scrape missed on a loaded machine) keeps it, and a later pass, `every` seconds on,
+        reclaims it while its warning is still inside the idle window (before `until`)."""
+        while not self._reclaimed(NOTEBOOK_KEY) and time.time() + every < until:
+            last = self.run_state.notebook[-1] if self.run_state.notebook else []
+            why = "; ".join(last)
+            self.log(
+                f"scenario: the notebook kept ({why or 'no idle event for it in the pass'}); "
+                f"another pass in {every:g}s"
+            )
+            time.sleep(every)
+            self.controller_pass()
+
+    def notebook_account(self) -> list[str]:
+        """Why the idle notebook was not reclaimed, pass by pass (nothing when it was)."""
+        if self._reclaimed(NOTEBOOK_KEY):
+            return []
+        return [f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"] + [
+            f"    scenario pass {i}: {'; '.join(notes) or '(nothing logged)'}"
+            for i, notes in enumerate(self.run_state.notebook, 1)
+        ]
 
     def _reclaimed(self, pod_key: str) -> bool:
         return any(
@@ -498,15 +523,9 @@ class Scenario:
             30,
         )
         self.controller_pass()
-        # As the CronJob's next runs would: a pass that found the notebook's evidence partial
-        # (one scrape missed on a loaded machine) keeps it, and a later pass reclaims it while
-        # the warning is still inside the idle window.
-        scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
-        while not self._reclaimed(NOTEBOOK_KEY) and time.time() + scrape < warned_by + window - 2:
-            why = "; ".join(self.run_state.notebook[-1:]) or "no idle event for it in the pass"
-            self.log(f"scenario: the notebook kept ({why}); another pass in {scrape}s")
-            time.sleep(scrape)
-            self.controller_pass()
+        self.pass_until_reclaimed(
+            until=warned_by + window - 2, every=fleet.gpu_operator.dcgm_scrape_interval_seconds
+        )
         self.log(
             f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
         )
@@ -556,9 +575,7 @@ class Scenario:
         lines += ["", "the controller decided:"]
         decisions = [d for d in self.run_state.decisions if d.event != "spend.publish"]
         lines += [f"  {d.event:14} {d.target}: {d.reason}" for d in decisions] or ["  (nothing)"]
-        if not self._reclaimed(NOTEBOOK_KEY):
-            lines += [f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"]
-            lines += [f"    {note}" for note in self.run_state.notebook] or ["    (none logged)"]
+        lines += self.notebook_account()
         passes = ", ".join("ok" if code == 0 else f"exit {code}" for code in self.run_state.passes)
         lines.append(f"controller passes: {passes}")
         return "\n".join(lines)

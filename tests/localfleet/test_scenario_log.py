@@ -4,8 +4,10 @@ was kept when a pass did not reclaim it (so a run that misses the reclaim says w
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
-from localfleet.scenario import NOTEBOOK_KEY, controller_actions, idle_events
+from localfleet.scenario import NOTEBOOK_KEY, Scenario, controller_actions, idle_events
 
 
 def _log(*entries: dict[str, object]) -> str:
@@ -32,3 +34,47 @@ def test_the_actions_and_the_notebooks_judgements_are_read_apart() -> None:
         "idle.reclaim.denied: exempt",
     ]
     assert idle_events(text, "analytics/missing") == []
+
+
+class _Stack:
+    """Passes that log what is scripted, one entry a pass, into the file the scenario reads."""
+
+    def __init__(self, services_dir: Path, passes: list[dict[str, str]]) -> None:
+        self.services_dir = services_dir
+        self.passes = passes
+        (services_dir / "controller").mkdir(parents=True)
+
+    def controller_pass(self) -> int:
+        entry = self.passes.pop(0)
+        (self.services_dir / "controller" / "reconcile.log").write_text(json.dumps(entry))
+        return 0
+
+
+KEPT = {
+    "event": "idle.no-evidence",
+    "pod": NOTEBOOK_KEY,
+    "reason": "partial metrics: 11 samples in the 60s window, 12 expected",
+}
+RECLAIMED = {"event": "idle.reclaim", "target": f"Pod/{NOTEBOOK_KEY}", "reason": "idle"}
+
+
+def test_a_pass_that_keeps_the_notebook_is_followed_by_another(tmp_path: Path) -> None:
+    stack = _Stack(tmp_path, [KEPT, RECLAIMED, KEPT])
+    said: list[str] = []
+    scenario = Scenario(stack=stack, log=said.append)
+    scenario.controller_pass()
+    scenario.pass_until_reclaimed(until=time.time() + 30, every=0.01)
+    assert scenario.run_state.passes == [0, 0]  # stopped at the reclaim
+    assert [d.event for d in scenario.run_state.decisions] == ["idle.reclaim"]
+    assert "partial metrics: 11 samples" in said[0] and "another pass" in said[0]
+
+
+def test_no_pass_once_the_warning_would_be_outside_the_window(tmp_path: Path) -> None:
+    stack = _Stack(tmp_path, [KEPT, RECLAIMED])
+    scenario = Scenario(stack=stack)
+    scenario.controller_pass()
+    scenario.pass_until_reclaimed(until=time.time() + 0.5, every=1.0)
+    assert scenario.run_state.passes == [0]
+    account = scenario.notebook_account()
+    assert account[0] == f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"
+    assert "scenario pass 1: idle.no-evidence: partial metrics" in account[1]
