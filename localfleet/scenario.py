@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,14 +199,21 @@ class ScenarioRun:
     """What each pass logged of the idle notebook's judgements (`idle_events`)."""
 
 
-def controller_actions(log_text: str) -> list[Decision]:
-    """The actions in a controller pass's JSON log (one object per line)."""
-    out = []
+def log_entries(log_text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a controller pass's log, one a line; other lines are skipped."""
     for line in log_text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
+        if isinstance(entry, dict):
+            yield entry
+
+
+def controller_actions(log_text: str) -> list[Decision]:
+    """The actions in a controller pass's JSON log (one object per line)."""
+    out = []
+    for entry in log_entries(log_text):
         event = str(entry.get("event", ""))
         if event in ACTION_EVENTS and "target" in entry:
             out.append(
@@ -224,11 +231,7 @@ def idle_events(log_text: str, pod_key: str) -> list[str]:
     """What a pass's JSON log says of one pod's idleness, beyond the actions: why it was kept
     (partial evidence, held with its workload, refused by the policy)."""
     out = []
-    for line in log_text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
+    for entry in log_entries(log_text):
         event = str(entry.get("event", ""))
         if not event.startswith("idle.") or event in ACTION_EVENTS:
             continue
