@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import USAGE_ERROR, common_options
+from controller.startup import common_options
 
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
@@ -94,32 +94,21 @@ def _validate(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import orjson
 
-    from controller.config import ConfigProblems
     from controller.errors import ControllerError
-    from controller.log import Log, configure
-    from controller.startup import connect, load
+    from controller.startup import begin, print_summary
     from controller.upgrade.report import format_acted, format_plan
     from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
     from controller.upgrade.settings import upgrade_settings
 
-    configure(args.log_level)
-    log = Log()
-    loaded = load(
+    started = begin(
         args,
+        section=upgrade_settings,
         asks_opa=args.upgrade_command not in ("status", "clear"),
         dry_run=getattr(args, "dry_run", None),
     )
-    if isinstance(loaded, int):
-        return loaded
-    fleet, settings = loaded
-    try:
-        upgrade = upgrade_settings(fleet)
-    except ConfigProblems as error:
-        print(str(error), file=sys.stderr)
-        return USAGE_ERROR
-    kube = connect(args, settings, log)
-    if isinstance(kube, int):
-        return kube
+    if isinstance(started, int):
+        return started
+    kube, upgrade, log = started.kube, started.section, started.log
     try:
         if args.upgrade_command == "status":
             plan = upgrade_status(kube, upgrade, now=args.now, log=log)
@@ -138,7 +127,12 @@ def run(args: argparse.Namespace) -> int:
             )
             return 0
         result = run_upgrade_pass(
-            kube=kube, fleet=fleet, settings=settings, upgrade=upgrade, now=args.now, log=log
+            kube=kube,
+            fleet=started.fleet,
+            settings=started.settings,
+            upgrade=upgrade,
+            now=args.now,
+            log=log,
         )
         if result.skipped:
             print(f"skipped: {result.skipped}")
@@ -147,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             if acted:
                 print(acted)
             print(format_plan(result.plan))
-        sys.stdout.write("SUMMARY " + orjson.dumps(result.summary.as_dict()).decode() + "\n")
+        print_summary(result.summary)
         return 0 if result.ok else 1
     except ControllerError as error:
         log.error(f"upgrade.{args.upgrade_command}.failed", error=str(error))
