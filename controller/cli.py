@@ -23,7 +23,7 @@ from typing import Any
 
 from controller.concerns import REGISTRY, full_pass_description
 from controller.remediation import cli as remediation_cli
-from controller.startup import common_options
+from controller.startup import add_dry_run, common_options
 from controller.upgrade import cli as upgrade_cli
 
 EXIT_CODES = (
@@ -41,11 +41,8 @@ def _pass_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
-    common.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="decide and print every action it would take; change nothing (no Lease either)",
+    add_dry_run(
+        common, "decide and print every action it would take; change nothing (no Lease either)"
     )
     common.add_argument(
         "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"

@@ -61,6 +61,25 @@ def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
     return common
 
 
+def command_group(
+    subparsers: Any, name: str, *, help: str, description: str, lease_name_help: str
+) -> tuple[argparse.ArgumentParser, Any, argparse.ArgumentParser]:
+    """A command with actions of its own (`upgrade`, `remediation`): its parser, its actions'
+    subparsers (the action is `args.<name>_command`) and the parent parser of the options
+    every action takes."""
+    common = common_options(lease_name_help=lease_name_help)
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description
+    )
+    actions = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+    return parser, actions, common
+
+
+def add_dry_run(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--dry-run`: None unless given, so the configuration's `controller.dry_run` holds."""
+    parser.add_argument("--dry-run", action="store_true", default=None, help=help)
+
+
 def load(
     args: argparse.Namespace, *, asks_opa: bool = True, **overrides: Any
 ) -> tuple[FleetView, Settings] | int:

@@ -18,7 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import common_options
+from controller.startup import add_dry_run, command_group
 
 DESCRIPTION = (
     "Find hot, faulty and stuck GPUs in the DCGM series and remediate them node by node: "
@@ -32,18 +32,16 @@ DESCRIPTION = (
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    common = common_options(
-        lease_name_help="Lease name prefix; health passes take <name>-health (default: config)"
+    parser, actions, common = command_group(
+        subparsers,
+        "remediation",
+        help="Run-time GPU remediation: quarantine, drain, reset/reboot, validate (run, status).",
+        description=DESCRIPTION,
+        lease_name_help="Lease name prefix; health passes take <name>-health (default: config)",
     )
     common.add_argument(
         "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "remediation",
-        help="Run-time GPU remediation: quarantine, drain, reset/reboot, validate (run, status).",
-        description=DESCRIPTION,
-    )
-    actions = parser.add_subparsers(dest="remediation_command", required=True, metavar="ACTION")
     run_parser = actions.add_parser(
         "run",
         parents=[common],
@@ -51,12 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, classify, plan, act. Every step is idempotent; a killed "
         "run is resumed from the node's state by the next one.",
     )
-    run_parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="print the steps (and OPA's answers); write nothing, no Lease",
-    )
+    add_dry_run(run_parser, "print the steps (and OPA's answers); write nothing, no Lease")
     status = actions.add_parser(
         "status",
         parents=[common],

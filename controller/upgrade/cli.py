@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import common_options
+from controller.startup import add_dry_run, command_group
 
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
@@ -29,15 +29,13 @@ DESCRIPTION = (
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `upgrade` (with `status`, `run`, `clear`) to a command line's subparsers."""
-    common = common_options(
-        lease_name_help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)"
-    )
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser, actions, common = command_group(
+        subparsers,
         "upgrade",
         help="Roll GPU driver upgrades node by node, with validation (status, run, clear).",
         description=DESCRIPTION,
+        lease_name_help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)",
     )
-    actions = parser.add_subparsers(dest="upgrade_command", required=True, metavar="ACTION")
     status = actions.add_parser(
         "status",
         parents=[common],
@@ -56,11 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, plan, act. Every step is idempotent; a killed run is "
         "resumed by the next one.",
     )
-    run_parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="print the next steps (and OPA's answers) without acting; no Lease either",
+    add_dry_run(
+        run_parser, "print the next steps (and OPA's answers) without acting; no Lease either"
     )
     clear = actions.add_parser(
         "clear",
@@ -70,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Event). It stays cordoned and becomes done only after a validator passes again.",
     )
     clear.add_argument("node", metavar="NODE", help="the failed node")
-    clear.add_argument("--dry-run", action="store_true", default=None, help="show, change nothing")
+    add_dry_run(clear, "show, change nothing")
     validate = actions.add_parser(
         "validate",
         help="what the validator pod runs: the node's health check, verdict to the termination log",
