@@ -1,5 +1,6 @@
-"""`fleetplane --help` (and every help built from the same parser) loads no Kubernetes client and
-no protobuf: each room's command line imports what a command needs only when it runs."""
+"""`fleetplane --help` (and every help built from the same parser) loads no Kubernetes client, no
+protobuf, no numpy, plotting or Pulumi: each room's command line imports what a command needs
+only when it runs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ HEAVY = (
     "controller.observe.proto",
     "controller.observe.k8s_pb",
     "google.protobuf",
+    "numpy",
+    "matplotlib",
+    "pulumi",
 )
 
 SHOW_HELP = """
@@ -46,7 +50,14 @@ def loaded_by_help(*argv: str) -> tuple[str, list[str]]:
 
 @pytest.mark.parametrize(
     "argv",
-    [("--help",), ("controller", "--help"), ("controller", "reconcile", "--help")],
+    [
+        ("--help",),
+        ("controller", "--help"),
+        ("controller", "reconcile", "--help"),
+        ("controller", "upgrade", "run", "--help"),
+        ("controller", "remediation", "run", "--help"),
+        ("health", "check", "--help"),
+    ],
     ids=" ".join,
 )
 def test_help_loads_no_kubernetes_client_and_no_protobuf(argv: tuple[str, ...]) -> None:
