@@ -25,7 +25,7 @@ from controller.act.runtime import Runtime
 from controller.concerns import CONCERNS, REGISTRY, PassView
 from controller.config import FleetView, Settings, period_seconds
 from controller.decide.usage import team_usage
-from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
+from controller.errors import ControllerError, InjectedFault, LeaseHeldError
 from controller.harness import PassHarness
 from controller.log import Log
 from controller.observe.kube import KubeClient
@@ -151,9 +151,7 @@ def _isolated(rt: Runtime, concern: str, run: Callable[[], T]) -> T | None:
     except (InjectedFault, LeaseHeldError):
         raise
     except ControllerError as error:
-        kind = error_kind(error)
-        rt.summary.error(concern, kind)
-        rt.log.error(f"{concern}.failed", error=str(error), kind=kind)
+        rt.report(concern, f"{concern}.failed", error)
         return None
 
 

@@ -7,7 +7,7 @@ from controller.act.idle import act_on_idle
 from controller.concerns import PassView
 from controller.config import FleetView
 from controller.decide.idle import EvidenceRules, plan_idle
-from controller.errors import ControllerError, error_kind
+from controller.errors import ControllerError
 from controller.observe.metrics import PodEvidence, Prometheus
 
 Evidence = dict[int, dict[tuple[str, str], PodEvidence]]
@@ -33,12 +33,10 @@ def evidence(fleet: FleetView, prometheus: Prometheus, now: float) -> Evidence |
 def run(view: PassView) -> set[str]:
     rt, found = view.rt, view.found
     if isinstance(found, ControllerError):
-        kind = error_kind(found)
-        rt.summary.error("idle", kind)
-        rt.log.error(
+        rt.report(
+            "idle",
             "idle.metrics-unavailable",
-            error=str(found),
-            kind=kind,
+            found,
             consequence="no evidence: nothing is warned or reclaimed in this pass",
         )
         return set()

@@ -18,7 +18,7 @@ from controller.decide.stragglers import (
     plan_stragglers,
 )
 from controller.decide.workloads import gang_of
-from controller.errors import ControllerError, error_kind
+from controller.errors import ControllerError
 from controller.observe.metrics import Prometheus
 from controller.observe.model import Pod
 from controller.observe.owners import read_owners
@@ -55,12 +55,10 @@ def _stragglers(rt: Runtime, pods: list[Pod], prometheus: Prometheus) -> set[str
         try:
             found = pod_utilisation(prometheus, rt.now, rules.straggler_window_seconds)
         except ControllerError as error:
-            kind = error_kind(error)
-            rt.summary.error("lifetime", kind)
-            rt.log.error(
+            rt.report(
+                "lifetime",
                 "lifetime.straggler.metrics-unavailable",
-                error=str(error),
-                kind=kind,
+                error,
                 consequence="no evidence: no straggler is reported or restarted in this pass",
             )
         else:
