@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.concerns import REGISTRY, full_pass_description
+from controller import concerns
 from controller.remediation import cli as remediation_cli
 from controller.startup import add_dry_run, common_options
 from controller.upgrade import cli as upgrade_cli
@@ -115,14 +115,13 @@ def _commands() -> list[tuple[str, str, tuple[str, ...]]]:
     """The pass's commands, from the concern registry: the full pass, then one per concern
     (name, help, the configuration it reads)."""
     return [
-        ("reconcile", full_pass_description(), ()),
-        *((entry.name, entry.description, entry.settings) for entry in REGISTRY),
+        ("reconcile", concerns.full_pass_description(), ()),
+        *((entry.name, entry.description, entry.settings) for entry in concerns.REGISTRY),
     ]
 
 
 def run(args: argparse.Namespace) -> int:
     """One pass of the concerns the command names; the exit status of EXIT_CODES."""
-    from controller.concerns import CONCERNS
     from controller.errors import TemporaryError
     from controller.reconcile import run_pass
     from controller.startup import begin, no_section, print_summary
@@ -146,10 +145,10 @@ def run(args: argparse.Namespace) -> int:
             return _keep(args, kube, fleet, settings, log)
         finally:
             kube.close()
-    concerns = CONCERNS if command == "reconcile" else (command,)
+    only = None if command == "reconcile" else (command,)  # None: the whole registry
     try:
         summary = run_pass(
-            kube=kube, fleet=fleet, settings=settings, concerns=concerns, now=args.now, log=log
+            kube=kube, fleet=fleet, settings=settings, concerns=only, now=args.now, log=log
         )
     finally:
         kube.close()

@@ -21,8 +21,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
+from controller import concerns as registry
 from controller.act.runtime import Runtime
-from controller.concerns import CONCERNS, REGISTRY, PassView
+from controller.concerns import CONCERNS, PassView
 from controller.config import FleetView, Settings, period_seconds
 from controller.decide.usage import team_usage
 from controller.errors import ControllerError, InjectedFault, LeaseHeldError
@@ -52,7 +53,7 @@ def run_pass(
     kube: KubeClient,
     fleet: FleetView,
     settings: Settings,
-    concerns: tuple[str, ...] = CONCERNS,
+    concerns: tuple[str, ...] | None = None,
     now: float | None = None,
     hooks: Hooks | None = None,
     out: TextIO | None = None,
@@ -70,6 +71,8 @@ def run_pass(
         log=log,
     )
     summary = harness.summary
+    # None: every concern of the registry (read now, so an entry added to it is part of the pass)
+    concerns = tuple(entry.name for entry in registry.REGISTRY) if concerns is None else concerns
     harness.log.info("pass.start", concerns=list(concerns), dry_run=settings.dry_run)
     for concern in ("observe", *concerns):
         summary.declare_errors(concern)
@@ -90,7 +93,7 @@ def run_pass(
 def _run(harness: PassHarness, concerns: tuple[str, ...], now: float | None, hooks: Hooks) -> None:
     summary, prometheus = harness.summary, harness.prometheus
     assert prometheus is not None
-    selected = [entry for entry in REGISTRY if entry.name in concerns]
+    selected = [entry for entry in registry.REGISTRY if entry.name in concerns]
     phase = time.monotonic()
 
     def lap(name: str) -> None:
@@ -136,7 +139,7 @@ def _run(harness: PassHarness, concerns: tuple[str, ...], now: float | None, hoo
         removed = _isolated(rt, entry.name, functools.partial(entry.load_step(), view))
         freed |= removed or set()
         # Nothing of the pass follows the last concern: its Lease needs no renewal.
-        if harness.lease and entry is not REGISTRY[-1]:
+        if harness.lease and entry is not registry.REGISTRY[-1]:
             harness.lease.renew()
         lap(entry.name)
 

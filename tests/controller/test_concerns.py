@@ -14,8 +14,22 @@ from pathlib import Path
 
 import pytest
 
+from controller import concerns as registry
+from controller import reconcile
 from controller.cli import add_parser
-from controller.concerns import CONCERNS, REGISTRY, concern, full_pass_description
+from controller.concerns import (
+    CONCERNS,
+    REGISTRY,
+    Concern,
+    PassView,
+    concern,
+    full_pass_description,
+    idle,
+)
+from controller.config import Settings
+from controller.log import Log
+from controller.observe.snapshot import Snapshot
+from tests.controller.builders import NOW, fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,3 +100,57 @@ def test_the_command_line_has_a_command_per_concern_with_its_help() -> None:
     for name in ("reconcile", *CONCERNS, "upgrade", "remediation"):
         assert f" {name} " in listed
     assert " health " not in listed  # the NVML check is `fleetplane health`, not a controller's
+
+
+SEEN: list[frozenset[str]] = []
+
+
+def quiet_step(view: PassView) -> None:
+    """The step of the test's new concern: what it was told was already freed."""
+    SEEN.append(view.freed)
+
+
+class NoKube:
+    requests_made = 0
+
+
+def test_a_new_concern_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry added to the registry is run by the pass after the ones before it, given the
+    pods they removed, and is a command with its help; neither reconcile.py nor cli.py
+    changes."""
+    entry = Concern(
+        name="quiet",
+        description="Quiet down noisy work, for this test.",
+        phrase="quieting",
+        settings=("controller",),
+        decide=(),
+        act=(),
+        step=f"{__name__}:quiet_step",
+    )
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, entry))
+    monkeypatch.setattr(idle, "evidence", lambda *a: {})
+    monkeypatch.setattr(idle, "run", lambda view: {"uid-idle"})
+    monkeypatch.setattr(
+        reconcile,
+        "take_snapshot",
+        lambda kube, log=None: Snapshot(
+            taken_at=NOW, nodes={}, pods=[], namespaces={}, pdbs=[], priority_classes={}
+        ),
+    )
+    SEEN.clear()
+    summary = reconcile.run_pass(
+        kube=NoKube(),  # type: ignore[arg-type]
+        fleet=fleet(),
+        settings=Settings(
+            prometheus_url="http://127.0.0.1:9", opa_url="http://127.0.0.1:9", dry_run=True
+        ),
+        concerns=("idle", "quiet"),
+        now=NOW,
+        out=io.StringIO(),
+        log=Log(),
+    )
+    assert [frozenset({"uid-idle"})] == SEEN
+    assert summary.errors == 0
+    assert ("phase_seconds", (("phase", "quiet"),)) in summary.values
+    assert "Quiet down noisy work, for this test." in help_of("controller", "quiet")
+    assert "priority preemption, then quieting." in help_of("controller", "reconcile")
