@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fleet.config import FleetConfig
@@ -16,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 UNIT_TESTS = HERE / "rules_test.yaml"
 
 
+@pytest.mark.integration
 def test_every_rule_passes_its_promtool_unit_test(
     local_fleet: FleetConfig, promtool: Path, tmp_path: Path
 ) -> None:
