@@ -129,10 +129,11 @@ def dcgm_exporter_config() -> dict[str, Any]:
     """The GPU Operator chart's `dcgmExporter.config` values: the fleet's counters file
     (`fleet.dcgm.counters_csv`, exactly the DCGM fields the product reads) in a ConfigMap the
     chart creates in the release's namespace (`create` with `data`, under the key
-    `dcgm-metrics.csv`; the chart's template since v24.9.0). The ClusterPolicy names it (`dcgmExporter.config.name`); the operator
-    mounts that key at /etc/dcgm-exporter/dcgm-metrics.csv and points the exporter's
-    DCGM_EXPORTER_COLLECTORS at it, in place of the image's dcp-metrics-included.csv, which
-    leaves the ECC and NVLink error counters and the row-remap-pending flag off."""
+    `dcgm-metrics.csv`; the chart's template since v24.9.0). The ClusterPolicy names it
+    (`dcgmExporter.config.name`); the operator mounts that key at
+    /etc/dcgm-exporter/dcgm-metrics.csv and points the exporter's DCGM_EXPORTER_COLLECTORS at
+    it, in place of the image's dcp-metrics-included.csv, which leaves the ECC and NVLink error
+    counters and the row-remap-pending flag off."""
     return {"name": DCGM_METRICS_CONFIG, "create": True, "data": dcgm.counters_csv()}
 
 
