@@ -218,9 +218,8 @@ def _checked_values(body: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in body.items():
         if key not in METRICS:
-            raise ValueError(
-                f"{key!r} is not enabled by the fleet's counters file (enabled: {', '.join(METRICS)})"
-            )
+            enabled = ", ".join(METRICS)
+            raise ValueError(f"{key!r} is not enabled by the fleet's counters file ({enabled})")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{key}: expected a number")
         out[key] = float(value)

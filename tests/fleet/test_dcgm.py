@@ -77,5 +77,9 @@ def test_a_record_dcgm_exporter_would_refuse_is_refused(text: str, error: str) -
 
 
 def test_comments_and_blank_lines_enable_nothing() -> None:
-    text = "# Format\n\n# DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, off\nDCGM_FI_DEV_GPU_TEMP, gauge, t\n"
+    text = (
+        "# Format\n\n"
+        "# DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, commented out\n"
+        "DCGM_FI_DEV_GPU_TEMP, gauge, t\n"
+    )
     assert list(enabled_fields(text)) == ["DCGM_FI_DEV_GPU_TEMP"]
