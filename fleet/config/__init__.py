@@ -33,13 +33,7 @@ from fleet.config.base import (
     Quantity,
 )
 from fleet.config.checks import EVICTING_VOLCANO_ACTIONS, RESERVED_LABEL_DOMAINS, check_fleet
-from fleet.config.clusters import (
-    ClusterConfig,
-    GpuSharingConfig,
-    ModelConfig,
-    PoolConfig,
-    Prices,
-)
+from fleet.config.clusters import ClusterConfig, GpuSharingConfig, ModelConfig, PoolConfig, Prices
 from fleet.config.errors import ConfigError, Problem
 from fleet.config.load import (
     KUBECONFIG_CONFIG_KEY,
@@ -58,12 +52,7 @@ from fleet.config.platform import (
 )
 from fleet.config.schema import FleetConfig
 from fleet.config.teams import ContainerDefaults, TeamConfig
-from fleet.config.workflows import (
-    HealthConfig,
-    LifetimeConfig,
-    MaintenanceWindow,
-    UpgradeConfig,
-)
+from fleet.config.workflows import HealthConfig, LifetimeConfig, MaintenanceWindow, UpgradeConfig
 from fleet.config.workload_types import (
     BUILTIN_WORKLOAD_TYPES,
     IdleConfig,
