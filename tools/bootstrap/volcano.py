@@ -23,6 +23,9 @@ from tools.bootstrap.tool import GO_DIR, BootstrapError, Tool, run
 # watch-list wrapper in the informers that changes nothing for a real clientset. So the build
 # copies apis v1.14.0 into a scratch folder, adds the files under tools/go/volcano/_apis (a folder
 # the go command ignores), and the wrapper's go.mod replaces volcano.sh/apis with it.
+#
+# That go.mod and the overlay's file still name tools/bootstrap.py, the file this package was
+# split from: both are part of the recipe hash, so editing them would rebuild Volcano.
 
 VOLCANO_DIR = GO_DIR / "volcano"
 VOLCANO_MODULE = "volcano.sh/volcano"

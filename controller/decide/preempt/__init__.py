@@ -5,8 +5,8 @@ Who may wait for preemption (a *preemptor*): a pod that requests accelerators, i
 with PodScheduled=False/Unschedulable for at least `preemption_pending_seconds`, and is not
 being deleted. Preemptors are served highest priority first, then longest waiting.
 
-Who may be a *victim* on a node (`candidates.as_candidate`): a running pod of a team holding a needed
-accelerator, not exempt, preemptible (label, else its type's default), past its type's
+Who may be a *victim* on a node (`candidates.as_candidate`): a running pod of a team holding a
+needed accelerator, not exempt, preemptible (label, else its type's default), past its type's
 `min_runtime_seconds`, of strictly lower priority than the preemptor, and not already being
 removed by this pass (`freeing`: its accelerators already count as free, so taking it again
 would count them twice). Across teams the victim's team must keep at least its guaranteed quota
