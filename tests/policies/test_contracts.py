@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPA = ROOT / "tools" / "bin" / "opa"
 
 
+@pytest.mark.integration
 def test_rego_fixture_is_the_json_fixture(fleet_config: dict[str, Any]) -> None:
     if not OPA.exists():
         pytest.fail(f"{OPA} is missing; run `make tools`")
