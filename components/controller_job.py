@@ -267,7 +267,7 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
         _controller_cronjob(
             config,
             name=f"{CONTROLLER_NAME}-health",
-            command=["health", "run"],
+            command=["remediation", "run"],
             schedule=rendered["controller"]["schedule"],
             selector=selector,
             volumes=volumes,

@@ -4,8 +4,8 @@
 The reconcile CronJob publishes the reservations of admitted workloads once per period, so every
 workload admitted within a period was priced against the same spend, as if the others did not
 exist. The keeper runs the admission concern's pass (records, reservations, approval bindings:
-reconcile.py `_admission`) and then watches pods, and runs it again as soon as one is created
-or deleted: a workload admitted now counts against its team once its pods exist and one
+controller/concerns/admission.py) and then watches pods, and runs it again as soon as one is
+created or deleted: a workload admitted now counts against its team once its pods exist and one
 snapshot later (tests/controller/test_admission_keeper.py measures it), not at the next period.
 
 - At most one pass per `interval`: a burst of pods costs one snapshot per interval, however

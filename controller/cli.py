@@ -3,7 +3,10 @@
     fleetplane controller reconcile|idle|lifetime|spend|preempt [--dry-run] [options]
     fleetplane controller admission [--watch [--watch-interval S]] [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
-    fleetplane controller health run|status [options]
+    fleetplane controller remediation run|status [options]
+
+The pass's commands are the concern registry's (controller/concerns): a new concern's entry is
+its command, with its help.
 
 A CronJob runs `reconcile` every period; a Deployment runs `admission --watch`, which keeps the
 gate's admission data current between periods (controller/admission_keeper.py). This module
@@ -18,19 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.remediation import cli as health_cli
-from controller.startup import common_options
+from controller import concerns
+from controller.remediation import cli as remediation_cli
+from controller.startup import add_dry_run, common_options
 from controller.upgrade import cli as upgrade_cli
-
-DESCRIPTIONS = {
-    "reconcile": "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's admission data, then priority preemption.",
-    "idle": "Warn idle accelerator workloads, clear warnings of busy ones, reclaim after the grace period.",
-    "lifetime": "Warn and stop work past its workload type's maximum runtime (after its next checkpoint, gangs whole).",
-    "spend": "Compute month-to-date accelerator spend per team, keep the accumulator, publish it to OPA.",
-    "admission": "Publish to OPA the workload records, reservations and approval bindings the gate reads.",
-    "preempt": "Evict the least-work-lost victims for workloads kept waiting by lower-priority work.",
-}
-"""The pass's concerns (`controller.reconcile.CONCERNS`) and the full pass, by command name."""
 
 EXIT_CODES = (
     "exit status: 0 the pass completed (or was skipped: another pass holds the Lease); "
@@ -47,11 +41,8 @@ def _pass_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
-    common.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="decide and print every action it would take; change nothing (no Lease either)",
+    add_dry_run(
+        common, "decide and print every action it would take; change nothing (no Lease either)"
     )
     common.add_argument(
         "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
@@ -91,9 +82,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="controller_command", required=True, metavar="COMMAND")
     common = _pass_options()
-    for name, description in DESCRIPTIONS.items():
+    for name, description, settings in _commands():
         command = commands.add_parser(
-            name, parents=[common], help=description, description=f"{description} {EXIT_CODES}"
+            name,
+            parents=[common],
+            help=description,
+            description=f"{description} {EXIT_CODES}",
+            epilog=f"configuration read: {', '.join(settings)}" if settings else None,
         )
         command.set_defaults(run=run)
     keeper = commands.choices["admission"]
@@ -112,23 +107,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with --watch: the least time between two passes (default 1)",
     )
     upgrade_cli.add_parser(commands)
-    health_cli.add_parser(commands)
+    remediation_cli.add_parser(commands)
     return parser
+
+
+def _commands() -> list[tuple[str, str, tuple[str, ...]]]:
+    """The pass's commands, from the concern registry: the full pass, then one per concern
+    (name, help, the configuration it reads)."""
+    return [
+        ("reconcile", concerns.full_pass_description(), ()),
+        *((entry.name, entry.description, entry.settings) for entry in concerns.REGISTRY),
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
     """One pass of the concerns the command names; the exit status of EXIT_CODES."""
-    import orjson
-
     from controller.errors import TemporaryError
-    from controller.log import Log, configure
-    from controller.reconcile import CONCERNS, run_pass
-    from controller.startup import connect, load
+    from controller.reconcile import run_pass
+    from controller.startup import begin, no_section, print_summary
 
-    configure(args.log_level)
-    log = Log()
-    loaded = load(
+    started = begin(
         args,
+        section=no_section,
         prometheus_url=args.prometheus_url,
         dry_run=args.dry_run,
         scrape_interval_seconds=args.scrape_interval_seconds,
@@ -136,26 +136,23 @@ def run(args: argparse.Namespace) -> int:
         act_concurrency=args.act_concurrency,
         pushgateway_url=args.pushgateway_url,
     )
-    if isinstance(loaded, int):
-        return loaded
-    fleet, settings = loaded
-    kube = connect(args, settings, log)
-    if isinstance(kube, int):
-        return kube
+    if isinstance(started, int):
+        return started
+    kube, fleet, settings, log = started.kube, started.fleet, started.settings, started.log
     command = args.controller_command
     if command == "admission" and args.watch:
         try:
             return _keep(args, kube, fleet, settings, log)
         finally:
             kube.close()
-    concerns = CONCERNS if command == "reconcile" else (command,)
+    only = None if command == "reconcile" else (command,)  # None: the whole registry
     try:
         summary = run_pass(
-            kube=kube, fleet=fleet, settings=settings, concerns=concerns, now=args.now, log=log
+            kube=kube, fleet=fleet, settings=settings, concerns=only, now=args.now, log=log
         )
     finally:
         kube.close()
-    sys.stdout.write("SUMMARY " + orjson.dumps(summary.as_dict()).decode() + "\n")
+    print_summary(summary)
     if args.metrics_file:
         summary.write_textfile(args.metrics_file)
     if settings.pushgateway_url:

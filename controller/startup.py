@@ -1,22 +1,28 @@
 """What the controller's commands share on the command line: the options every one of them
-takes, and the start of a run (configuration, settings, Kubernetes credentials), with the exit
-status 2 for a configuration or usage problem."""
+takes, the start of a run (`begin`: configuration, settings, the command's own section,
+Kubernetes credentials), with the exit status 2 for a configuration or usage problem, and the
+pass's summary line."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:  # the command line is built without loading what a run needs
     from controller.config import FleetView, Settings
     from controller.log import Log
     from controller.observe.kube import KubeClient
+    from controller.summary import Summary
 
 CONFIG_ENV = "FLEETPLANE_CONFIG"
 USAGE_ERROR = 2
+
+SectionT = TypeVar("SectionT")
 
 
 def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
@@ -53,6 +59,25 @@ def common_options(*, lease_name_help: str) -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     return common
+
+
+def command_group(
+    subparsers: Any, name: str, *, help: str, description: str, lease_name_help: str
+) -> tuple[argparse.ArgumentParser, Any, argparse.ArgumentParser]:
+    """A command with actions of its own (`upgrade`, `remediation`): its parser, its actions'
+    subparsers (the action is `args.<name>_command`) and the parent parser of the options
+    every action takes."""
+    common = common_options(lease_name_help=lease_name_help)
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description
+    )
+    actions = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+    return parser, actions, common
+
+
+def add_dry_run(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--dry-run`: None unless given, so the configuration's `controller.dry_run` holds."""
+    parser.add_argument("--dry-run", action="store_true", default=None, help=help)
 
 
 def load(
@@ -102,3 +127,57 @@ def connect(args: argparse.Namespace, settings: Settings, log: Log) -> KubeClien
         log.error("kube.credentials", error=str(error))
         print(f"no Kubernetes credentials: {error}", file=sys.stderr)
         return USAGE_ERROR
+
+
+@dataclass(frozen=True, kw_only=True)
+class Started(Generic[SectionT]):
+    """What a command has once it starts: the configuration, the settings, its own section of
+    the configuration (`section`), a Kubernetes client (the command closes it) and its log."""
+
+    fleet: FleetView
+    settings: Settings
+    section: SectionT
+    kube: KubeClient
+    log: Log
+
+
+def begin(
+    args: argparse.Namespace,
+    *,
+    section: Callable[[FleetView], SectionT],
+    asks_opa: bool = True,
+    **overrides: Any,
+) -> Started[SectionT] | int:
+    """The start every controller command shares: the log configured, the configuration and
+    settings loaded (`load`), the command's own section read by `section` (its problems are a
+    USAGE_ERROR, said on stderr), then the Kubernetes client (`connect`); an exit status when
+    one of them fails."""
+    from controller.config import ConfigProblems
+    from controller.log import Log, configure
+
+    configure(args.log_level)
+    log = Log()
+    loaded = load(args, asks_opa=asks_opa, **overrides)
+    if isinstance(loaded, int):
+        return loaded
+    fleet, settings = loaded
+    try:
+        own = section(fleet)
+    except ConfigProblems as error:
+        print(str(error), file=sys.stderr)
+        return USAGE_ERROR
+    kube = connect(args, settings, log)
+    if isinstance(kube, int):
+        return kube
+    return Started(fleet=fleet, settings=settings, section=own, kube=kube, log=log)
+
+
+def no_section(fleet: FleetView) -> None:
+    """For `begin`: a command that reads no section of its own."""
+
+
+def print_summary(summary: Summary) -> None:
+    """The pass's summary on stdout, one `SUMMARY {json}` line (what the CronJob's log keeps)."""
+    import orjson
+
+    sys.stdout.write("SUMMARY " + orjson.dumps(summary.as_dict()).decode() + "\n")

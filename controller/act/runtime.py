@@ -62,6 +62,13 @@ class Runtime:
             self.summary.error(concern, kind)
             return None
 
+    def report(self, concern: str, event: str, error: ControllerError, **fields: Any) -> None:
+        """An error the concern goes on without (evidence it could not read, a concern that
+        failed): counted under `concern` by kind, logged as `event`."""
+        kind = error_kind(error)
+        self.summary.error(concern, kind)
+        self.log.error(event, error=str(error), kind=kind, **fields)
+
     def each(self, items: list[Any], run: Callable[[Any], Any]) -> list[Any]:
         """Run independent actions (each on its own objects) `act_concurrency` at a time; the
         results in order. An injected fault stops the rest (futures not started are cancelled)."""

@@ -1,7 +1,10 @@
-"""`fleetplane controller health run|status`: run-time GPU health remediation.
+"""`fleetplane controller remediation run|status`: run-time GPU health remediation.
 
-    fleetplane controller health run [--dry-run]     one pass (the CronJob runs it)
-    fleetplane controller health status [--json]     per pool: nodes per state, what waits, findings
+    fleetplane controller remediation run [--dry-run]   one pass (the CronJob runs it)
+    fleetplane controller remediation status [--json]   per pool: nodes per state, what waits, findings
+
+(Not `fleetplane health check`: that is the NVML check the validator pod runs on a node,
+controller/health.) Its log events, metrics and Lease keep the name `health`.
 
 A concern of its own, beside `upgrade`, rather than part of `reconcile`: it has its own Lease
 and its own clock (remediation timers), and a slow Prometheus or a long drain must not hold up
@@ -15,7 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import USAGE_ERROR, common_options
+from controller.startup import add_dry_run, command_group
 
 DESCRIPTION = (
     "Find hot, faulty and stuck GPUs in the DCGM series and remediate them node by node: "
@@ -29,18 +32,16 @@ DESCRIPTION = (
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    common = common_options(
-        lease_name_help="Lease name prefix; health passes take <name>-health (default: config)"
+    parser, actions, common = command_group(
+        subparsers,
+        "remediation",
+        help="Run-time GPU remediation: quarantine, drain, reset/reboot, validate (run, status).",
+        description=DESCRIPTION,
+        lease_name_help="Lease name prefix; health passes take <name>-health (default: config)",
     )
     common.add_argument(
         "--prometheus-url", help="Prometheus base URL (default: config controller.prometheus_url)"
     )
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "health",
-        help="Run-time GPU health: quarantine, drain, reset/reboot, validate (run, status).",
-        description=DESCRIPTION,
-    )
-    actions = parser.add_subparsers(dest="health_command", required=True, metavar="ACTION")
     run_parser = actions.add_parser(
         "run",
         parents=[common],
@@ -48,12 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, classify, plan, act. Every step is idempotent; a killed "
         "run is resumed from the node's state by the next one.",
     )
-    run_parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="print the steps (and OPA's answers); write nothing, no Lease",
-    )
+    add_dry_run(run_parser, "print the steps (and OPA's answers); write nothing, no Lease")
     status = actions.add_parser(
         "status",
         parents=[common],
@@ -69,37 +65,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import orjson
 
-    from controller.config import ConfigProblems
     from controller.errors import ControllerError
-    from controller.log import Log, configure
     from controller.observe.metrics import Prometheus
     from controller.remediation.observe import take_health_snapshot
     from controller.remediation.plan import plan_pass
     from controller.remediation.run import run_health_pass, verdicts_of
     from controller.remediation.settings import health_settings
-    from controller.startup import connect, load
+    from controller.startup import begin, print_summary
 
-    configure(args.log_level)
-    log = Log()
-    loaded = load(
+    command = args.remediation_command
+    started = begin(
         args,
-        asks_opa=args.health_command != "status",
+        section=health_settings,
+        asks_opa=command != "status",
         dry_run=getattr(args, "dry_run", None),
         prometheus_url=args.prometheus_url,
     )
-    if isinstance(loaded, int):
-        return loaded
-    fleet, settings = loaded
+    if isinstance(started, int):
+        return started
+    kube, settings, health, log = started.kube, started.settings, started.section, started.log
     try:
-        health = health_settings(fleet)
-    except ConfigProblems as error:
-        print(str(error), file=sys.stderr)
-        return USAGE_ERROR
-    kube = connect(args, settings, log)
-    if isinstance(kube, int):
-        return kube
-    try:
-        if args.health_command == "status":
+        if command == "status":
             import time
 
             now = time.time() if args.now is None else args.now
@@ -139,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                         )
             return 0
         result = run_health_pass(
-            kube=kube, fleet=fleet, settings=settings, health=health, now=args.now, log=log
+            kube=kube, fleet=started.fleet, settings=settings, health=health, now=args.now, log=log
         )
         if result.skipped:
             print(f"skipped: {result.skipped}")
@@ -149,11 +135,12 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{node}: back in service; cost {cost.get('gpu_hours_out_of_service')} GPU-hours out of service, {cost.get('gpu_hours_of_work_lost')} GPU-hours of work since checkpoints"
             )
-        sys.stdout.write("SUMMARY " + orjson.dumps(result.summary.as_dict()).decode() + "\n")
+        print_summary(result.summary)
         return 0 if result.ok else 1
     except ControllerError as error:
-        log.error(f"health.{args.health_command}.failed", error=str(error))
-        print(f"health {args.health_command}: {error}", file=sys.stderr)
+        # log events keep the name `health` (health.run.failed), whatever the command is called
+        log.error(f"health.{command}.failed", error=str(error))
+        print(f"remediation {command}: {error}", file=sys.stderr)
         return 1
     finally:
         kube.close()

@@ -9,16 +9,13 @@ remediation request, a validator), but nothing new is quarantined and no hot nod
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import TextIO
 
-from controller.act.opa import Opa
 from controller.act.runtime import Runtime
 from controller.config import FleetView, Settings
-from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
-from controller.lease import Lease, held
+from controller.harness import PassHarness
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
@@ -28,7 +25,6 @@ from controller.remediation.classify import CONTAINED_ECC, NodeVerdict, Thermal,
 from controller.remediation.observe import HealthSnapshot, take_health_snapshot
 from controller.remediation.plan import Plan, plan_pass
 from controller.remediation.settings import HealthSettings
-from controller.summary import Summary
 from controller.upgrade.act import node_ref
 
 LEASE_SUFFIX = "-health"
@@ -73,86 +69,53 @@ def run_health_pass(
 ) -> PassResult:
     """One pass. `now` replaces the clock; `after_write` is called after every write (a test
     raises `InjectedFault` there to kill the run half way)."""
-    log = log or Log()
-    out = out or sys.stdout
-    summary = Summary(dry_run=settings.dry_run)
+    harness = PassHarness(
+        kube=kube,
+        fleet=fleet,
+        settings=settings,
+        events="health.pass",
+        failure_concern=CONCERN,
+        lease_suffix=LEASE_SUFFIX,
+        prometheus=True if prometheus is None else prometheus,
+        out=out,
+        log=log,
+    )
+    summary, log = harness.summary, harness.log
     result = PassResult(summary=summary, acted=ActReport())
-    opa = Opa(
-        settings.opa_url,
-        ca_file=settings.opa_ca_file,
-        token_file=settings.opa_token_file,
-        timeout=settings.request_timeout_seconds,
-    )
-    prom = prometheus or Prometheus(
-        settings.prometheus_url, timeout=settings.request_timeout_seconds
-    )
-    lease = (
-        None
-        if settings.dry_run
-        else Lease(
-            kube,
-            namespace=settings.lease_namespace,
-            name=settings.lease_name + LEASE_SUFFIX,
-            seconds=settings.lease_seconds,
-            log=log,
-        )
-    )
-    before = kube.requests_made
     clock = time.time() if now is None else now
     log.info("health.pass.start", dry_run=settings.dry_run)
-    try:
-        with held(lease):
-            snapshot = take_health_snapshot(kube, prom, health, now=clock, log=log)
-            if snapshot.signals_error:
-                summary.error(CONCERN, "observe")
-            verdicts = verdicts_of(snapshot, health)
-            plan = plan_pass(snapshot, verdicts, health, clock)
-            result.plan = plan
-            rt = Runtime(
-                kube=kube,
-                opa=opa,
-                fleet=fleet,
-                settings=settings,
-                now=clock,
-                summary=summary,
-                log=log,
-                out=out,
-                after_action=after_write,
+
+    def body() -> None:
+        assert harness.prometheus is not None
+        snapshot = take_health_snapshot(kube, harness.prometheus, health, now=clock, log=log)
+        if snapshot.signals_error:
+            summary.error(CONCERN, "observe")
+        verdicts = verdicts_of(snapshot, health)
+        plan = plan_pass(snapshot, verdicts, health, clock)
+        result.plan = plan
+        rt = harness.runtime(clock, after_action=after_write)
+        _report_findings(rt, plan)
+        result.acted = act_on_plan(rt, plan)
+        for report in plan.pools.values():
+            for state, count in report.states.items():
+                summary.set("health_states", count, pool=report.name, state=state)
+            summary.set("health_waiting", len(report.waiting), pool=report.name)
+        for node, cost in result.acted.returned.items():
+            log.info("health.fault.cost", node=node, **cost)
+            summary.set(
+                "health_gpu_hours_out_of_service",
+                cost.get("gpu_hours_out_of_service", 0),
+                node=node,
             )
-            _report_findings(rt, plan)
-            result.acted = act_on_plan(rt, plan)
-            for report in plan.pools.values():
-                for state, count in report.states.items():
-                    summary.set("health_states", count, pool=report.name, state=state)
-                summary.set("health_waiting", len(report.waiting), pool=report.name)
-            for node, cost in result.acted.returned.items():
-                log.info("health.fault.cost", node=node, **cost)
-                summary.set(
-                    "health_gpu_hours_out_of_service",
-                    cost.get("gpu_hours_out_of_service", 0),
-                    node=node,
-                )
-                summary.set(
-                    "health_gpu_hours_of_work_lost",
-                    cost.get("gpu_hours_of_work_lost", 0),
-                    node=node,
-                )
-    except LeaseHeldError as error:
-        result.skipped = summary.skipped = str(error)
-        log.info("health.pass.skipped", reason=str(error))
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        kind = error_kind(error)
-        summary.error(CONCERN, kind)
-        result.error = str(error)
-        log.error("health.pass.failed", error=str(error), kind=kind)
-    finally:
-        opa.close()
-        if prometheus is None:
-            prom.close()
-    summary.finish(kube.requests_made - before)
-    log.info("health.pass.summary", **summary.as_dict())
+            summary.set(
+                "health_gpu_hours_of_work_lost",
+                cost.get("gpu_hours_of_work_lost", 0),
+                node=node,
+            )
+
+    harness.run(body)
+    result.skipped, result.error = harness.skipped, harness.error
+    harness.finish()
     return result
 
 

@@ -6,15 +6,44 @@ pass would make, for reporting; `clear_failure` is an operator clearing a failed
 command line (`fleetplane controller upgrade ...`).
 """
 
-from controller.upgrade.plan import Plan, PoolReport, plan_pass
-from controller.upgrade.rollout import (
-    PassResult,
-    clear_failure,
-    run_upgrade_pass,
-    upgrade_status,
-)
-from controller.upgrade.settings import UpgradeSettings, upgrade_settings
-from controller.upgrade.steps import Step
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.upgrade.plan import Plan, PoolReport, plan_pass
+    from controller.upgrade.rollout import (
+        PassResult,
+        clear_failure,
+        run_upgrade_pass,
+        upgrade_status,
+    )
+    from controller.upgrade.settings import UpgradeSettings, upgrade_settings
+    from controller.upgrade.steps import Step
+
+# Imported on first use: the command line imports `controller.upgrade.cli`, and the package
+# must not load the Kubernetes client with it (`fleetplane --help` stays light).
+_HOMES = {
+    "Plan": "plan",
+    "PoolReport": "plan",
+    "plan_pass": "plan",
+    "PassResult": "rollout",
+    "clear_failure": "rollout",
+    "run_upgrade_pass": "rollout",
+    "upgrade_status": "rollout",
+    "UpgradeSettings": "settings",
+    "upgrade_settings": "settings",
+    "Step": "steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "PassResult",

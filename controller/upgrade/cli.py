@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import USAGE_ERROR, common_options
+from controller.startup import add_dry_run, command_group
 
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
@@ -29,15 +29,13 @@ DESCRIPTION = (
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `upgrade` (with `status`, `run`, `clear`) to a command line's subparsers."""
-    common = common_options(
-        lease_name_help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)"
-    )
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser, actions, common = command_group(
+        subparsers,
         "upgrade",
         help="Roll GPU driver upgrades node by node, with validation (status, run, clear).",
         description=DESCRIPTION,
+        lease_name_help="Lease name prefix; the upgrade takes <name>-upgrade (default: config)",
     )
-    actions = parser.add_subparsers(dest="upgrade_command", required=True, metavar="ACTION")
     status = actions.add_parser(
         "status",
         parents=[common],
@@ -56,11 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, plan, act. Every step is idempotent; a killed run is "
         "resumed by the next one.",
     )
-    run_parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="print the next steps (and OPA's answers) without acting; no Lease either",
+    add_dry_run(
+        run_parser, "print the next steps (and OPA's answers) without acting; no Lease either"
     )
     clear = actions.add_parser(
         "clear",
@@ -70,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Event). It stays cordoned and becomes done only after a validator passes again.",
     )
     clear.add_argument("node", metavar="NODE", help="the failed node")
-    clear.add_argument("--dry-run", action="store_true", default=None, help="show, change nothing")
+    add_dry_run(clear, "show, change nothing")
     validate = actions.add_parser(
         "validate",
         help="what the validator pod runs: the node's health check, verdict to the termination log",
@@ -94,32 +89,21 @@ def _validate(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import orjson
 
-    from controller.config import ConfigProblems
     from controller.errors import ControllerError
-    from controller.log import Log, configure
-    from controller.startup import connect, load
+    from controller.startup import begin, print_summary
     from controller.upgrade.report import format_acted, format_plan
     from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
     from controller.upgrade.settings import upgrade_settings
 
-    configure(args.log_level)
-    log = Log()
-    loaded = load(
+    started = begin(
         args,
+        section=upgrade_settings,
         asks_opa=args.upgrade_command not in ("status", "clear"),
         dry_run=getattr(args, "dry_run", None),
     )
-    if isinstance(loaded, int):
-        return loaded
-    fleet, settings = loaded
-    try:
-        upgrade = upgrade_settings(fleet)
-    except ConfigProblems as error:
-        print(str(error), file=sys.stderr)
-        return USAGE_ERROR
-    kube = connect(args, settings, log)
-    if isinstance(kube, int):
-        return kube
+    if isinstance(started, int):
+        return started
+    kube, upgrade, log = started.kube, started.section, started.log
     try:
         if args.upgrade_command == "status":
             plan = upgrade_status(kube, upgrade, now=args.now, log=log)
@@ -138,7 +122,12 @@ def run(args: argparse.Namespace) -> int:
             )
             return 0
         result = run_upgrade_pass(
-            kube=kube, fleet=fleet, settings=settings, upgrade=upgrade, now=args.now, log=log
+            kube=kube,
+            fleet=started.fleet,
+            settings=started.settings,
+            upgrade=upgrade,
+            now=args.now,
+            log=log,
         )
         if result.skipped:
             print(f"skipped: {result.skipped}")
@@ -147,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             if acted:
                 print(acted)
             print(format_plan(result.plan))
-        sys.stdout.write("SUMMARY " + orjson.dumps(result.summary.as_dict()).decode() + "\n")
+        print_summary(result.summary)
         return 0 if result.ok else 1
     except ControllerError as error:
         log.error(f"upgrade.{args.upgrade_command}.failed", error=str(error))

@@ -10,29 +10,17 @@ from __future__ import annotations
 
 import getpass
 import socket
-import sys
 import time
 from collections.abc import Callable
 from typing import TextIO
 
 from controller.act.events import EventRecorder
-from controller.act.opa import Opa
-from controller.act.runtime import Runtime
 from controller.config import FleetView, Settings
-from controller.errors import (
-    ControllerError,
-    InjectedFault,
-    LeaseHeldError,
-    NotFoundError,
-    PermanentError,
-    TemporaryError,
-    error_kind,
-)
-from controller.lease import Lease, held
+from controller.errors import NotFoundError, PermanentError, TemporaryError
+from controller.harness import PassHarness
 from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.pass_result import PassOutcome
-from controller.summary import Summary
 from controller.upgrade.act import ActReport, act_on_plan, node_path, node_ref, write_state
 from controller.upgrade.handlers import clear_step
 from controller.upgrade.observe import UpgradeSnapshot, node_view, take_upgrade_snapshot
@@ -61,68 +49,37 @@ def run_upgrade_pass(
     """One pass. `now` replaces the clock for every decision (tests, replays); `after_write` is
     called after every write with its name (a test raises `InjectedFault` there to kill the
     run half way)."""
-    log = log or Log()
-    out = out or sys.stdout
-    summary = Summary(dry_run=settings.dry_run)
+    harness = PassHarness(
+        kube=kube,
+        fleet=fleet,
+        settings=settings,
+        events="upgrade.pass",
+        failure_concern=CONCERN,
+        lease_suffix=LEASE_SUFFIX,
+        out=out,
+        log=log,
+    )
+    summary = harness.summary
     result = PassResult(summary=summary, acted=ActReport())
-    opa = Opa(
-        settings.opa_url,
-        ca_file=settings.opa_ca_file,
-        token_file=settings.opa_token_file,
-        timeout=settings.request_timeout_seconds,
-    )
-    lease = (
-        None
-        if settings.dry_run
-        else Lease(
-            kube,
-            namespace=settings.lease_namespace,
-            name=settings.lease_name + LEASE_SUFFIX,
-            seconds=settings.lease_seconds,
-            log=log,
-        )
-    )
-    before = kube.requests_made
-    log.info("upgrade.pass.start", dry_run=settings.dry_run, pools=sorted(upgrade.pools))
-    try:
-        with held(lease):
-            snapshot = take_upgrade_snapshot(kube, upgrade, log=log)
-            if after_observe is not None:
-                after_observe(snapshot)
-            clock = time.time() if now is None else now
-            plan = plan_pass(snapshot, upgrade, clock)
-            result.plan = plan
-            rt = Runtime(
-                kube=kube,
-                opa=opa,
-                fleet=fleet,
-                settings=settings,
-                now=clock,
-                summary=summary,
-                log=log,
-                out=out,
-                after_action=after_write,
-            )
-            result.acted = act_on_plan(rt, plan)
-            for report in plan.pools.values():
-                summary.set("upgrade_nodes", report.nodes, pool=report.name)
-                for state, count in report.states.items():
-                    summary.set("upgrade_states", count, pool=report.name, state=state)
-                summary.set("upgrade_halted", 1 if report.halted else 0, pool=report.name)
-    except LeaseHeldError as error:
-        result.skipped = summary.skipped = str(error)
-        log.info("upgrade.pass.skipped", reason=str(error))
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        kind = error_kind(error)
-        summary.error(CONCERN, kind)
-        result.error = str(error)
-        log.error("upgrade.pass.failed", error=str(error), kind=kind)
-    finally:
-        opa.close()
-    summary.finish(kube.requests_made - before)
-    log.info("upgrade.pass.summary", **summary.as_dict())
+    harness.log.info("upgrade.pass.start", dry_run=settings.dry_run, pools=sorted(upgrade.pools))
+
+    def body() -> None:
+        snapshot = take_upgrade_snapshot(kube, upgrade, log=harness.log)
+        if after_observe is not None:
+            after_observe(snapshot)
+        clock = time.time() if now is None else now
+        plan = plan_pass(snapshot, upgrade, clock)
+        result.plan = plan
+        result.acted = act_on_plan(harness.runtime(clock, after_action=after_write), plan)
+        for report in plan.pools.values():
+            summary.set("upgrade_nodes", report.nodes, pool=report.name)
+            for state, count in report.states.items():
+                summary.set("upgrade_states", count, pool=report.name, state=state)
+            summary.set("upgrade_halted", 1 if report.halted else 0, pool=report.name)
+
+    harness.run(body)
+    result.skipped, result.error = harness.skipped, harness.error
+    harness.finish()
     return result
 
 

@@ -303,6 +303,17 @@ def test_cronjob(prod_controller) -> None:
         "run",
     ]
     assert crons["fleetplane-controller-upgrade"]["spec"]["concurrencyPolicy"] == "Forbid"
+    health = crons["fleetplane-controller-health"]["spec"]["jobTemplate"]["spec"]["template"]
+    assert health["spec"]["containers"][0]["command"] == [
+        "fleetplane",
+        "controller",
+        "remediation",
+        "run",
+    ]
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    for job in crons.values():  # every CronJob runs a command the CLI knows
+        parser.parse_args(job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][1:])  # fmt: skip
     cron = crons["fleetplane-controller"]
     spec = cron["spec"]
     assert spec["schedule"] == "*/5 * * * *"

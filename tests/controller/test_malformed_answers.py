@@ -131,14 +131,14 @@ def test_a_well_formed_answer_still_reads() -> None:
 def test_a_malformed_prometheus_answer_is_no_evidence_for_the_pass() -> None:
     """The pass's evidence step hands the error on (it becomes idle.metrics-unavailable and
     nothing is warned or reclaimed) instead of raising out of the pass."""
-    from controller.reconcile import _evidence
+    from controller.concerns.idle import evidence
 
     idle = SimpleNamespace(window_seconds=600, util_threshold_percent=5.0)
     fleet = SimpleNamespace(workload_types={"notebook": SimpleNamespace(idle=idle)})
     with answering(series([1.0, "busy"])) as url:
         prometheus = Prometheus(url, timeout=5)
         try:
-            found = _evidence(fleet, prometheus, 1_800_000_000.0)  # type: ignore[arg-type]
+            found = evidence(fleet, prometheus, 1_800_000_000.0)  # type: ignore[arg-type]
         finally:
             prometheus.close()
     assert isinstance(found, ControllerError)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controller import reconcile
+from controller.concerns import admission, idle, preempt, spend
 from controller.config import Settings
 from controller.errors import (
     ControllerError,
@@ -45,9 +46,10 @@ def run(
         return run_it
 
     monkeypatch.setattr(reconcile, "take_snapshot", empty_snapshot)
-    monkeypatch.setattr(reconcile, "_evidence", lambda *a: {})
-    for name in ("idle", "spend", "admission", "preempt"):
-        monkeypatch.setattr(reconcile, f"_{name}", concern(name))
+    monkeypatch.setattr(idle, "evidence", lambda *a: {})
+    steps = {"idle": idle, "spend": spend, "admission": admission, "preempt": preempt}
+    for name, module in steps.items():
+        monkeypatch.setattr(module, "run", concern(name))
     settings = Settings(
         prometheus_url="http://127.0.0.1:9", opa_url="http://127.0.0.1:9", dry_run=True
     )
