@@ -53,12 +53,13 @@ def _request(method: str, url: str, body: Any = None, timeout: float = 10.0) -> 
     return json.loads(raw) if raw else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Server:
     """What every server here shares: where its binary, work directory and log are, where it
     listens (`port` 0: a free one, else that port or a ServerError naming its holder), and
     its one supervisor, attached (tests, the replay) or `detached` (`fleetplane up`; a new
-    object for the same work directory finds the running process again, to stop it)."""
+    object for the same work directory finds the running process again, to stop it). These
+    are keyword-only: a server's own first field stays its first positional argument."""
 
     NAME: ClassVar[str] = "server"
     bin_dir: Path = field(default_factory=pinned_bin_dir)
