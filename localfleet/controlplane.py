@@ -163,7 +163,7 @@ class LocalCluster:
                     "--cidr=10.0.128.0/17",
                 ],
             )
-            self._wait(
+            self.wait_until(
                 "the default ServiceAccount (kube-controller-manager)",
                 lambda: (
                     self.kubectl(
@@ -244,7 +244,7 @@ class LocalCluster:
                 "--log-level=warn",
             ],
         )
-        self._wait("etcd", lambda: http_ok(f"{client}/health"), deadline)
+        self.wait_until("etcd", lambda: http_ok(f"{client}/health"), deadline)
 
     def _start_apiserver(self, apiserver: Path, pki: Path, deadline: float) -> None:
         self._spawn(
@@ -278,13 +278,15 @@ class LocalCluster:
         )
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-        self._wait(
+        self.wait_until(
             "kube-apiserver /readyz",
             lambda: http_ok(f"{self.server}/readyz", context=context),
             deadline,
         )
 
-    def _wait(self, what: str, ready: Callable[[], bool], deadline: float) -> None:
+    def wait_until(self, what: str, ready: Callable[[], bool], deadline: float) -> None:
+        """Wait for `ready()` until the monotonic `deadline`; ClusterError (with the logs) when
+        a component exits first or the deadline passes."""
         self.log(f"waiting for {what}")
         while time.monotonic() < deadline:
             for name, proc in self.processes.items():
@@ -300,6 +302,8 @@ class LocalCluster:
             f"timed out waiting for {what}\n"
             + "\n".join(self.log_tail(name) for name in self.processes)
         )
+
+    _wait = wait_until  # the name a test of the replay still uses
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.logs_dir / f"{name}.log"
@@ -364,7 +368,7 @@ class LocalCluster:
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}),
         )
         names = {node["metadata"]["name"] for node in nodes}
-        self._wait(
+        self.wait_until(
             f"{len(names)} fake nodes Ready (kwok)",
             lambda: (
                 names

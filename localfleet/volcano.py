@@ -143,7 +143,7 @@ def install_volcano_crds(cluster: LocalCluster, *, bin_dir: Path | None = None) 
             )
         }
 
-    cluster._wait("Volcano's CRDs Established", established, time.monotonic() + 60)
+    cluster.wait_until("Volcano's CRDs Established", established, time.monotonic() + 60)
 
 
 def webhook_configurations(url: str, ca_pem: str) -> list[dict[str, Any]]:
