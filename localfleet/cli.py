@@ -109,7 +109,7 @@ def _reporting(prefix: str) -> Iterator[None]:
 
 
 def run_stack(args: argparse.Namespace) -> int:
-    from localfleet.stack import STATE_DIR, LocalStack
+    from localfleet.stack import ALERTMANAGER_PORT, STATE_DIR, LocalStack
 
     def log(message: str) -> None:
         print(f"[fleetplane] {message}", flush=True)
@@ -121,6 +121,8 @@ def run_stack(args: argparse.Namespace) -> int:
             config_file=args.config_file,
             log=log,
             real_node=getattr(args, "real_node", False),
+            # the main job's Alertmanager at its usual port; another state dir, another stack
+            alertmanager_port=ALERTMANAGER_PORT if args.state_dir is None else 0,
         )
         if args.stack_command == "env":
             for key, value in stack.env().items():

@@ -19,13 +19,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +31,9 @@ from typing import Any
 from localfleet import binaries
 from localfleet.binaries import BIN_DIR, ROOT
 from localfleet.pki import admin_kubeconfig, write_pki
-from localfleet.processes import spawn
+from localfleet.processes import alive, free_ports, gone_by, http_ok, spawn
+from localfleet.processes import free_port as free_port  # where tests and benchmarks import it
+from localfleet.processes import proc_stat as proc_stat
 
 DEFAULT_STATE_DIR = ROOT / ".fleet" / "local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -53,23 +52,6 @@ def require_binaries(directory: Path, names: tuple[str, ...]) -> dict[str, Path]
         return binaries.require_binaries(directory, names)
     except binaries.MissingToolError as error:
         raise ClusterError(str(error)) from None
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free loopback ports. Each socket stays bound until all are chosen:
-    a port released at once may be handed out again by the next bind to port 0, and two
-    components of one cluster were once given the same port."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 # --- the cluster ----------------------------------------------------------------------------
@@ -181,7 +163,7 @@ class LocalCluster:
                     "--cidr=10.0.128.0/17",
                 ],
             )
-            self._wait(
+            self.wait_until(
                 "the default ServiceAccount (kube-controller-manager)",
                 lambda: (
                     self.kubectl(
@@ -213,12 +195,12 @@ class LocalCluster:
             if pid is None:
                 continue
             proc = self.processes.get(name)
-            if not _gone_by(pid, deadline, proc):
+            if not gone_by(pid, deadline, proc):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 # A killed process takes a moment to go (longer on a busy machine): `down`
                 # returns only once it has, so nothing is left running behind it.
-                _gone_by(pid, time.monotonic() + 10, proc)
+                gone_by(pid, time.monotonic() + 10, proc)
         for proc in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
@@ -262,7 +244,7 @@ class LocalCluster:
                 "--log-level=warn",
             ],
         )
-        self._wait("etcd", lambda: _http_ok(f"{client}/health"), deadline)
+        self.wait_until("etcd", lambda: http_ok(f"{client}/health"), deadline)
 
     def _start_apiserver(self, apiserver: Path, pki: Path, deadline: float) -> None:
         self._spawn(
@@ -296,13 +278,15 @@ class LocalCluster:
         )
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-        self._wait(
+        self.wait_until(
             "kube-apiserver /readyz",
-            lambda: _http_ok(f"{self.server}/readyz", context=context),
+            lambda: http_ok(f"{self.server}/readyz", context=context),
             deadline,
         )
 
-    def _wait(self, what: str, ready: Callable[[], bool], deadline: float) -> None:
+    def wait_until(self, what: str, ready: Callable[[], bool], deadline: float) -> None:
+        """Wait for `ready()` until the monotonic `deadline`; ClusterError (with the logs) when
+        a component exits first or the deadline passes."""
         self.log(f"waiting for {what}")
         while time.monotonic() < deadline:
             for name, proc in self.processes.items():
@@ -318,6 +302,8 @@ class LocalCluster:
             f"timed out waiting for {what}\n"
             + "\n".join(self.log_tail(name) for name in self.processes)
         )
+
+    _wait = wait_until  # the name a test of the replay still uses
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.logs_dir / f"{name}.log"
@@ -347,7 +333,7 @@ class LocalCluster:
         return {name: int(pid) for name, pid in state.get("pids", {}).items()}
 
     def running_pids(self) -> dict[str, int]:
-        return {name: pid for name, pid in self._read_pids().items() if _alive(pid)}
+        return {name: pid for name, pid in self._read_pids().items() if alive(pid)}
 
     # using it ----------------------------------------------------------------------------
 
@@ -382,7 +368,7 @@ class LocalCluster:
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}),
         )
         names = {node["metadata"]["name"] for node in nodes}
-        self._wait(
+        self.wait_until(
             f"{len(names)} fake nodes Ready (kwok)",
             lambda: (
                 names
@@ -403,54 +389,6 @@ def _first_address(cidr: str) -> str:
     import ipaddress
 
     return str(next(ipaddress.ip_network(cidr).hosts()))
-
-
-def proc_stat(pid: int) -> list[str]:
-    """The fields of /proc/PID/stat after the command name (the state first); OSError when
-    there is no such process."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def _gone_by(pid: int, until: float, proc: subprocess.Popen[bytes] | None) -> bool:
-    """Wait until the process has exited or the monotonic clock reaches `until`; whether it
-    has. `proc`: the process, when it is this one's child."""
-    while time.monotonic() < until and _alive(pid):
-        if proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.1)
-        else:
-            time.sleep(0.1)
-    return not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0): reap it if it is ours; one of a cluster started by an
-    # earlier command (reparented to init) has exited all the same.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        state = proc_stat(pid)[0]
-    except FileNotFoundError:
-        return False  # gone since kill(0)
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
-def _http_ok(url: str, *, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return False
 
 
 def _node_ready(node: dict[str, Any]) -> bool:

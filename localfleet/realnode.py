@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from localfleet.binaries import BIN_DIR
-from localfleet.controlplane import ClusterError, LocalCluster, _alive, _gone_by, require_binaries
+from localfleet.controlplane import ClusterError, LocalCluster, require_binaries
 from localfleet.nodenet import NodeNetwork
 from localfleet.pki import client_certificate, client_kubeconfig
-from localfleet.processes import spawn
+from localfleet.processes import alive, gone_by, spawn
 from localfleet.registry import Registry
 
 NODE_NAME = "system-0"
@@ -161,13 +161,18 @@ class RealNode:
     # the parts -----------------------------------------------------------------------------
 
     def _start_registry(self) -> None:
+        # detached: it serves the node as long as the node runs, after `fleetplane up` exits
         registry = Registry(
-            bin_dir=self.bin_dir, work_dir=self.work_dir / "registry", host=self.network.host_ip
+            bin_dir=self.bin_dir,
+            work_dir=self.work_dir / "registry",
+            host=self.network.host_ip,
+            detached=True,
         )
         registry.start()
-        assert registry._process is not None and registry._process.proc is not None
+        pid = registry.pid()
+        assert pid is not None
         self.registry_port = registry.port
-        self._pids["registry"] = registry._process.proc.pid
+        self._pids["registry"] = pid
         self.log(f"registry for the real node at {self.registry_address}")
 
     def _push_pause_image(self, catatonit: Path) -> str:
@@ -470,18 +475,18 @@ class RealNode:
         return state
 
     def running(self) -> bool:
-        return any(_alive(pid) for pid in self._read_state()["pids"].values())
+        return any(alive(pid) for pid in self._read_state()["pids"].values())
 
     def _kill(self, name: str, pid: int | None) -> None:
-        if pid is None or not _alive(pid):
+        if pid is None or not alive(pid):
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
         proc = self._procs.get(name)
-        if not _gone_by(pid, time.monotonic() + 15, proc):
+        if not gone_by(pid, time.monotonic() + 15, proc):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            _gone_by(pid, time.monotonic() + 10, proc)
+            gone_by(pid, time.monotonic() + 10, proc)
 
     def _ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(

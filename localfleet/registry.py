@@ -7,12 +7,10 @@ names them in its own registry.
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from typing import ClassVar
 
-from localfleet.binaries import bin_dir as pinned_bin_dir
-from localfleet.servers import _Process, _require
+from localfleet.servers import Server
 
 CONFIG = """\
 version: 0.1
@@ -31,45 +29,24 @@ http:
 
 
 @dataclass
-class Registry:
+class Registry(Server):
     """`registry serve` with filesystem storage under `work_dir`, on a free port of `host`
     (loopback; the real node's registry listens on the host end of the node's veth)."""
 
-    bin_dir: Path = field(default_factory=pinned_bin_dir)
-    work_dir: Path | None = None
-    port: int = 0
-    host: str = "127.0.0.1"
-    _process: _Process | None = field(default=None, init=False)
-
-    @property
-    def address(self) -> str:
-        """host:port, as image references name it."""
-        return f"{self.host}:{self.port}"
+    NAME: ClassVar[str] = "registry"
 
     def start(self, *, timeout: float = 30.0) -> Registry:
-        binaries = _require(self.bin_dir, ("registry",))
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-registry-"))
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        storage = self.work_dir / "storage"
-        self._process = _Process("registry", self.work_dir / "registry.log")
+        binaries = self._binaries("registry")
+        work = self._work()
+        storage = work / "storage"
 
         def command(port: int) -> list[str]:
-            config = self.work_dir / "config.yml"  # type: ignore[operator]
+            config = work / "config.yml"
             config.write_text(CONFIG.format(storage=storage, host=self.host, port=port))
             return [str(binaries["registry"]), "serve", str(config)]
 
-        self.port = self._process.serve(
-            command, lambda port: f"http://{self.host}:{port}/v2/", self.port, timeout
-        )
+        self._serve(command, "/v2/", timeout)
         return self
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-
-    def log_tail(self) -> str:
-        return self._process.log_tail() if self._process else "--- registry: not started"
 
     def __enter__(self) -> Registry:
         return self.start()

@@ -546,7 +546,7 @@ class Scenario:
             q["metadata"]["name"]: q
             for q in self.cluster.get_json("queues.scheduling.volcano.sh")["items"]
         }
-        spend = self.stack._spend(fleet)
+        spend = self.stack.spend(fleet)
         total_weight = sum(team.queue_weight for team in fleet.teams) or 1
         lines = [
             "",

@@ -1,46 +1,39 @@
-"""Real OPA and Prometheus servers on loopback, for tests, benchmarks and the local stack.
+"""The upstream servers of the local fleet (OPA, Prometheus, Pushgateway, Alertmanager), each
+defined once: its command line and its readiness probe.
 
-Both are the pinned upstream binaries from tools/bin, started as child processes on free ports
-and stopped with their process group. Nothing here fakes a server.
+Tests, benchmarks and the replay run them attached, on free loopback ports; `fleetplane up`
+runs the very same definitions detached (`localfleet.processes.Supervisor`), on the ports of the
+stack's configuration. They are the pinned upstream binaries from tools/bin, stopped with their
+process group. Nothing here fakes a server.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from fleet.project import policies_dir
 from localfleet.binaries import bin_dir as pinned_bin_dir
-from localfleet.controlplane import (
-    ClusterError,
-    free_port,
-    proc_stat,
-    require_binaries,
-)
-from localfleet.processes import spawn
+from localfleet.controlplane import ClusterError, require_binaries
+from localfleet.processes import ServerError, Supervisor, free_port, http_ok, proc_stat
+
+__all__ = ["ServerError"]  # raised by every server here; defined beside the supervisor
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a running process so far (Linux /proc), for the benchmarks."""
     fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class ServerError(RuntimeError):
-    """A server could not be started, or answered with an error; the message says which."""
 
 
 def _request(method: str, url: str, body: Any = None, timeout: float = 10.0) -> Any:
@@ -60,117 +53,123 @@ def _request(method: str, url: str, body: Any = None, timeout: float = 10.0) -> 
     return json.loads(raw) if raw else None
 
 
-@dataclass
-class _Process:
-    name: str
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+@dataclass(kw_only=True)
+class Server:
+    """What every server here shares: where its binary, work directory and log are, where it
+    listens (`port` 0: a free one, else that port or a ServerError naming its holder), and
+    its one supervisor, attached (tests, the replay) or `detached` (`fleetplane up`; a new
+    object for the same work directory finds the running process again, to stop it). These
+    are keyword-only: a server's own first field stays its first positional argument."""
 
-    def spawn(self, cmd: list[str], cwd: Path | None = None) -> None:
-        self.proc = spawn(cmd, self.log_path, cwd=cwd)
-
-    def serve(
-        self,
-        command: Callable[[int], list[str]],
-        probe: Callable[[int], str],
-        port: int,
-        timeout: float,
-        cwd: Path | None = None,
-    ) -> int:
-        """Start a server on `port` (0: a free one) and wait until it answers; returns the port.
-
-        A free port is only free until someone binds it: when the server could not bind the
-        port it was given (another process took it in between), it is started again on another
-        one. Readiness is only believed while our own process is alive, so an answer from
-        whatever else listens on that port is never taken for ours."""
-        attempts = 1 if port else 3
-        for attempt in range(attempts):
-            chosen = port or free_port()
-            self.spawn(command(chosen), cwd=cwd)
-            try:
-                self.wait_ready(probe(chosen), timeout)
-            except ServerError:
-                bind_failed = "address already in use" in self.log_tail().lower()
-                if not bind_failed or attempt == attempts - 1:
-                    raise
-                self.stop()
-                continue
-            if self.proc is not None and self.proc.poll() is None:
-                return chosen
-            raise ServerError(f"{self.name} exited right after answering:\n{self.log_tail()}")
-        raise AssertionError("unreachable")
-
-    def wait_ready(self, probe: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise ServerError(
-                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
-                )
-            with (
-                contextlib.suppress(urllib.error.URLError, OSError),
-                urllib.request.urlopen(probe, timeout=1) as response,
-            ):
-                if response.status == 200:
-                    return
-            time.sleep(0.1)
-        raise ServerError(
-            f"{self.name} not ready at {probe} after {timeout:.0f}s:\n{self.log_tail()}"
-        )
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        self.proc = None
-
-    def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return f"--- {self.name}: no log"
-        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        return f"--- {self.name} ({self.log_path}):\n" + "\n".join(text)
-
-
-@dataclass
-class OpaServer:
-    """`opa run --server` on loopback with the project's policies (tests excluded) loaded.
-
-    With `tls` (certificate and key files) it also serves HTTPS on `https_host`:`https_port`,
-    as the in-cluster Deployment does; plain HTTP on loopback `port` stays (readiness, test
-    queries). `data`: files or directories OPA loads at start, as the Deployment's volumes.
-    With `authz` (`data.fleetplane.authz`) it requires authentication and authorization as
-    the gate's OPA does (`fleet.opa.OPA_AUTH_FLAGS`, policies/system/authz.rego): data can
-    then only be loaded at start (`data`), not with `put_data`."""
-
-    policies: Path = field(default_factory=policies_dir)
+    NAME: ClassVar[str] = "server"
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     work_dir: Path | None = None
     port: int = 0
+    host: str = "127.0.0.1"
+    detached: bool = False
+    _process: Supervisor | None = field(default=None, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """host:port"""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def supervisor(self) -> Supervisor:
+        if self._process is None:
+            if self.work_dir is None:
+                self.work_dir = Path(tempfile.mkdtemp(prefix=f"fleetplane-{self.NAME}-"))
+            self._process = Supervisor(self.NAME, self.work_dir, detached=self.detached)
+        return self._process
+
+    def running_port(self) -> int | None:
+        """The port of the running process (detached: as recorded in its work directory)."""
+        if self.work_dir is None and self._process is None:
+            return None
+        return self.supervisor.port()
+
+    def pid(self) -> int | None:
+        if self.work_dir is None and self._process is None:
+            return None
+        return self.supervisor.pid()
+
+    def _serve(
+        self,
+        command: Callable[[int], list[str]],
+        probe_path: str,
+        timeout: float,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = self.supervisor.serve(
+            command,
+            lambda port: http_ok(f"http://{self.host}:{port}{probe_path}"),
+            self.port,
+            host=self.host,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+        )
+
+    def _work(self) -> Path:
+        """The work directory (a temporary one unless given), created."""
+        work = self.supervisor.work_dir
+        work.mkdir(parents=True, exist_ok=True)
+        return work
+
+    def stop(self) -> None:
+        if self._process is not None or self.work_dir is not None:
+            self.supervisor.stop()
+
+    def log_tail(self) -> str:
+        if self._process is None:
+            return f"--- {self.NAME}: not started"
+        return self._process.log_tail()
+
+    def _binaries(self, *names: str) -> dict[str, Path]:
+        try:
+            return require_binaries(self.bin_dir, names)
+        except ClusterError as error:
+            raise ServerError(str(error)) from error
+
+
+@dataclass
+class OpaServer(Server):
+    """`opa run --server` on loopback with the project's policies (tests excluded) loaded.
+
+    With `tls` (certificate and key files) it also serves HTTPS on `https_host`:`https_port`
+    (0: a free port), as the in-cluster Deployment does; plain HTTP on loopback `port` stays
+    (readiness, test queries). `data`: files or directories OPA loads at start, as the
+    Deployment's volumes. With `authz` (`data.fleetplane.authz`) it requires authentication
+    and authorization as the gate's OPA does (`fleet.opa.OPA_AUTH_FLAGS`,
+    policies/system/authz.rego): data can then only be loaded at start (`data`), not with
+    `put_data`. `env`: added to its environment (the local stack gives the Deployment's GC
+    settings, `fleet.opa.OPA_GC_ENV`)."""
+
+    NAME: ClassVar[str] = "opa"
+    policies: Path = field(default_factory=policies_dir)
     tls: tuple[Path, Path] | None = None
     https_host: str = "127.0.0.1"
     https_port: int = 0
     data: tuple[Path, ...] = ()
     authz: dict[str, Any] | None = None
-    _process: _Process | None = field(default=None, init=False)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def https_url(self) -> str:
+        return f"https://{self.https_host}:{self.https_port}"
 
-    def _tls_args(self) -> list[str]:
+    def _tls_args(self, https_port: int) -> list[str]:
         if self.tls is None:
             return []
-        self.https_port = free_port()
         cert, key = self.tls
         return [
-            f"--addr=https://{self.https_host}:{self.https_port}",
+            f"--addr=https://{self.https_host}:{https_port}",
             f"--tls-cert-file={cert}",
             f"--tls-private-key-file={key}",
         ]
@@ -189,44 +188,42 @@ class OpaServer:
     def start(self, *, timeout: float = 30.0) -> OpaServer:
         from fleet.opa import OPA_RUN_FLAGS  # the flags every OPA of the project gets
 
-        binaries = _require(self.bin_dir, ("opa",))
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-opa-"))
+        binaries = self._binaries("opa")
+        self._work()
         authz = self._authz_args()
-        self._process = _Process("opa", self.work_dir / "opa.log")
-        self.port = self._process.serve(
-            lambda port: [
+        fixed_https = self.https_port
+        if self.tls is not None and fixed_https:
+            from localfleet.processes import require_port
+
+            require_port("opa (https)", self.https_host, fixed_https)
+
+        def command(port: int) -> list[str]:
+            if self.tls is not None and not fixed_https:
+                self.https_port = free_port(self.https_host)
+            return [
                 str(binaries["opa"]),
                 "run",
                 "--server",
-                f"--addr=http://127.0.0.1:{port}",
-                *self._tls_args(),
+                f"--addr=http://{self.host}:{port}",
+                *self._tls_args(self.https_port),
                 "--log-level=error",
+                "--disable-telemetry",
                 *OPA_RUN_FLAGS,
                 "--ignore=*_test.rego",
                 "--ignore=.*",
                 str(self.policies),
                 *(str(path) for path in self.data),
                 *authz,
-            ],
-            lambda port: f"http://127.0.0.1:{port}/health",
-            self.port,
-            timeout,
-        )
-        return self
+            ]
 
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
+        self._serve(command, "/health", timeout, env=self.env or None)
+        return self
 
     def restart(self) -> OpaServer:
         """Stop and start again on the same port: a new process with an empty store, loaded
         from the files again (what a replica that restarts sees)."""
         self.stop()
         return self.start()
-
-    def log_tail(self) -> str:
-        return self._process.log_tail() if self._process else "--- opa: not started"
 
     def put_data(self, path: str, document: Any) -> None:
         _request("PUT", f"{self.url}/v1/data/{path.strip('/')}", document)
@@ -318,46 +315,24 @@ def prometheus_config(
 
 
 @dataclass
-class PushgatewayServer:
-    """A real Prometheus Pushgateway on loopback (`pushgateway` from tools/bin)."""
+class PushgatewayServer(Server):
+    """A real Prometheus Pushgateway (`pushgateway` from tools/bin)."""
 
-    bin_dir: Path = field(default_factory=pinned_bin_dir)
-    work_dir: Path | None = None
-    port: int = 0
-    _process: _Process | None = field(default=None, init=False)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    NAME: ClassVar[str] = "pushgateway"
 
     def start(self, *, timeout: float = 30.0) -> PushgatewayServer:
-        binaries = _require(self.bin_dir, ("pushgateway",))
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-pushgateway-"))
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._process = _Process("pushgateway", self.work_dir / "pushgateway.log")
-        self.port = self._process.serve(
+        binaries = self._binaries("pushgateway")
+        self._work()
+        self._serve(
             lambda port: [
                 str(binaries["pushgateway"]),
-                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.listen-address={self.host}:{port}",
                 "--log.level=warn",
             ],
-            lambda port: f"http://127.0.0.1:{port}/-/ready",
-            self.port,
+            "/-/ready",
             timeout,
         )
         return self
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-
-    def log_tail(self) -> str:
-        return self._process.log_tail() if self._process else "--- pushgateway: not started"
 
 
 def alertmanager_config(webhook_url: str | None, *, wait_seconds: float = 30) -> str:
@@ -415,94 +390,63 @@ def debian_template_launcher(binary: Path) -> list[str]:
 
 
 @dataclass
-class AlertmanagerServer:
-    """A real Alertmanager on loopback (`alertmanager` from tools/bin), sending every alert to
-    one webhook; HA clustering off."""
+class AlertmanagerServer(Server):
+    """A real Alertmanager (`alertmanager` from tools/bin), sending every alert to one
+    webhook (None: to none; the alerts are only shown by Alertmanager); HA clustering off."""
 
-    webhook_url: str
-    bin_dir: Path = field(default_factory=pinned_bin_dir)
-    work_dir: Path | None = None
-    port: int = 0
+    NAME: ClassVar[str] = "alertmanager"
+    webhook_url: str | None = None
     wait_seconds: float = 30
-    _process: _Process | None = field(default=None, init=False)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def start(self, *, timeout: float = 30.0) -> AlertmanagerServer:
-        binaries = _require(self.bin_dir, ("alertmanager",))
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-alertmanager-"))
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        config = self.work_dir / "alertmanager.yml"
+        binaries = self._binaries("alertmanager")
+        work = self._work()
+        config = work / "alertmanager.yml"
         config.write_text(alertmanager_config(self.webhook_url, wait_seconds=self.wait_seconds))
-        (self.work_dir / "data").mkdir(parents=True, exist_ok=True)
-        self._process = _Process("alertmanager", self.work_dir / "alertmanager.log")
+        storage = work / "data"
+        storage.mkdir(parents=True, exist_ok=True)
         launcher = debian_template_launcher(binaries["alertmanager"])
-        storage = self.work_dir / "data"
-        self.port = self._process.serve(
+        self._serve(
             lambda port: [
                 *launcher,
                 str(binaries["alertmanager"]),
                 f"--config.file={config}",
                 f"--storage.path={storage}",
-                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.listen-address={self.host}:{port}",
                 "--cluster.listen-address=",
                 "--log.level=warn",
             ],
-            lambda port: f"http://127.0.0.1:{port}/-/ready",
-            self.port,
+            "/-/ready",
             timeout,
         )
         return self
 
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-
-    def log_tail(self) -> str:
-        return self._process.log_tail() if self._process else "--- alertmanager: not started"
-
 
 @dataclass
-class PrometheusServer:
+class PrometheusServer(Server):
     """A real Prometheus whose TSDB was backfilled with the given samples by promtool; with
     `rule_files`, `pushgateway` and `alertmanager` (host:port) it also evaluates the rules,
     scrapes the Pushgateway and sends alerts, every `interval_seconds`; it also scrapes
-    `scrape_configs` (e.g. the DCGM exporter stand-in's, `localfleet.dcgm_exporter`)."""
+    `scrape_configs` (e.g. the DCGM exporter stand-in's, `localfleet.dcgm_exporter`).
+    `host`: loopback, or the real node's host address, which its pods reach."""
 
-    bin_dir: Path = field(default_factory=pinned_bin_dir)
-    work_dir: Path | None = None
-    port: int = 0
-    host: str = "127.0.0.1"
-    """Where it listens: loopback, or the real node's host address, which its pods reach."""
+    NAME: ClassVar[str] = "prometheus"
     scrape_configs: list[dict[str, Any]] = field(default_factory=list)
     rule_files: tuple[Path, ...] = ()
     pushgateway: str | None = None
     alertmanager: str | None = None
     interval_seconds: float = 15
-    _process: _Process | None = field(default=None, init=False)
     _temp: bool = field(default=False, init=False)
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
     def start(self, samples: Iterable[Sample] = (), *, timeout: float = 60.0) -> PrometheusServer:
-        binaries = _require(self.bin_dir, ("prometheus", "promtool"))
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix="fleetplane-prometheus-"))
-            self._temp = True
-        data = self.work_dir / "data"
+        binaries = self._binaries("prometheus", "promtool")
+        self._temp = self.work_dir is None and not self.detached
+        work = self._work()
+        data = work / "data"
         data.mkdir(parents=True, exist_ok=True)
         samples = list(samples)
         if samples:
-            source = self.work_dir / "backfill.om"
+            source = work / "backfill.om"
             source.write_text(openmetrics(samples))
             result = subprocess.run(
                 [
@@ -518,7 +462,7 @@ class PrometheusServer:
             )
             if result.returncode != 0:
                 raise ServerError(f"promtool backfill failed:\n{result.stdout}\n{result.stderr}")
-        config = self.work_dir / "prometheus.yml"
+        config = work / "prometheus.yml"
         config.write_text(
             prometheus_config(
                 rule_files=self.rule_files,
@@ -528,8 +472,7 @@ class PrometheusServer:
                 scrape_configs=self.scrape_configs,
             )
         )
-        self._process = _Process("prometheus", self.work_dir / "prometheus.log")
-        self.port = self._process.serve(
+        self._serve(
             lambda port: [
                 str(binaries["prometheus"]),
                 f"--config.file={config}",
@@ -538,21 +481,16 @@ class PrometheusServer:
                 "--storage.tsdb.retention.time=400d",
                 "--log.level=warn",
             ],
-            lambda port: f"http://{self.host}:{port}/-/ready",
-            self.port,
+            "/-/ready",
             timeout,
-            cwd=self.work_dir,
+            cwd=work,
         )
         return self
 
     def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
+        super().stop()
         if self._temp and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
-
-    def log_tail(self) -> str:
-        return self._process.log_tail() if self._process else "--- prometheus: not started"
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         """Instant query; the result vector, or ServerError."""
@@ -585,10 +523,3 @@ class PrometheusServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _require(bin_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
-    try:
-        return require_binaries(bin_dir, names)
-    except ClusterError as error:
-        raise ServerError(str(error)) from error

@@ -41,13 +41,11 @@ from localfleet.binaries import bin_dir as pinned_bin_dir
 from localfleet.controlplane import (
     ClusterError,
     LocalCluster,
-    _alive,
-    _http_ok,
     free_ports,
     require_binaries,
 )
 from localfleet.pki import client_certificate, client_kubeconfig, serving_certificate
-from localfleet.processes import spawn
+from localfleet.processes import alive, http_ok, spawn
 
 CRDS_FILE = "volcano-crds.yaml"
 """The release's CRDs as the bootstrap caches them from the chart's `crd/bases`."""
@@ -145,7 +143,7 @@ def install_volcano_crds(cluster: LocalCluster, *, bin_dir: Path | None = None) 
             )
         }
 
-    cluster._wait("Volcano's CRDs Established", established, time.monotonic() + 60)
+    cluster.wait_until("Volcano's CRDs Established", established, time.monotonic() + 60)
 
 
 def webhook_configurations(url: str, ca_pem: str) -> list[dict[str, Any]]:
@@ -341,12 +339,12 @@ class LocalVolcano:
 
     def _healthy(self, name: str) -> bool:
         if name != "vc-webhook-manager":
-            return _http_ok(self._healthz(name))
+            return http_ok(self._healthz(name))
         # The webhook manager serves its health check over TLS with the webhook's certificate.
         import ssl
 
         context = ssl.create_default_context(cafile=str(self.cluster.data_dir / "pki" / "ca.crt"))  # type: ignore[operator]
-        return _http_ok(self._healthz(name).replace("http://", "https://"), context=context)
+        return http_ok(self._healthz(name).replace("http://", "https://"), context=context)
 
     def start_component(self, name: str, *, deadline: float | None = None) -> None:
         """Start one of the three (again: the fault tests kill and restart them) and wait
@@ -386,9 +384,9 @@ class LocalVolcano:
                 os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for pid in self._read_pids().values():
-            while time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and alive(pid):
                 time.sleep(0.1)
-            if _alive(pid):
+            if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
         for proc in self.processes.values():
@@ -415,4 +413,4 @@ class LocalVolcano:
         return pids
 
     def running_pids(self) -> dict[str, int]:
-        return {name: pid for name, pid in self._read_pids().items() if _alive(pid)}
+        return {name: pid for name, pid in self._read_pids().items() if alive(pid)}

@@ -124,7 +124,7 @@ def namespace(kube: LocalCluster) -> Iterator[str]:
     """A fresh namespace for one test, deleted afterwards (without waiting)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.kubectl("create", "namespace", name)
-    kube._wait(
+    kube.wait_until(
         f"default ServiceAccount in {name}",
         lambda: kube.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
         time.monotonic() + 30,

@@ -2,7 +2,8 @@
 
 One lifecycle on a control plane of its own, with its own Pulumi backend and PULUMI_HOME in a
 temporary directory and a copy of `stacks/Pulumi.local.yaml` that points at that cluster and at
-free loopback ports (passed as `--config-file`):
+free loopback ports for every server (passed as `--config-file`; Alertmanager takes a free port
+of itself), so it passes beside a running main job (`make up`, then `make test`):
 
 1. `up`: the fleet's objects exist in the cluster, and the gate's OPA serves on loopback;
 2. the gate, in the cluster: a workload applied as a member of a team is admitted, one that
@@ -128,6 +129,8 @@ def stack(
     fleet["opa"]["external_url"] = f"https://127.0.0.1:{free_port()}"
     fleet["controller"]["opa_url"] = f"http://127.0.0.1:{free_port()}"
     fleet["controller"]["prometheus_url"] = f"http://127.0.0.1:{free_port()}"
+    # every server of this stack on a port of its own: a main job's stack may be up beside it
+    fleet["observability"]["pushgateway"]["url"] = f"http://127.0.0.1:{free_port()}"
     config_file = state / "Pulumi.local.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     local = LocalStack(state_dir=state, config_file=config_file, log=print, alert_webhook=alerts[0])

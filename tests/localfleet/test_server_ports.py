@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 
 import pytest
 
-from localfleet import servers
+from localfleet import processes, servers
 from localfleet.servers import OpaServer, ServerError
 
 pytestmark = pytest.mark.integration
@@ -28,16 +29,22 @@ def test_a_port_taken_in_between_is_replaced(
     """free_port() handed out a port another process bound before OPA could: OPA is started
     again on another port instead of failing (or answering from the other listener)."""
     handed = iter([taken_port])
-    real = servers.free_port
-    monkeypatch.setattr(servers, "free_port", lambda: next(handed, None) or real())
+    real = processes.free_port
+    monkeypatch.setattr(
+        processes, "free_port", lambda host="127.0.0.1": next(handed, None) or real(host)
+    )
     with OpaServer() as server:
         assert server.port != taken_port
         assert servers._request("GET", f"{server.url}/health") == {}
 
 
-def test_an_explicit_port_in_use_is_an_error(taken_port: int) -> None:
-    with pytest.raises(ServerError, match="address already in use"):
+def test_an_explicit_port_in_use_is_an_error_naming_its_holder(taken_port: int) -> None:
+    """A fixed port something else holds: no start (nothing answers "for" the server from
+    the other listener); the error names the port and the holder (this test's process)."""
+    with pytest.raises(ServerError) as raised:
         OpaServer(port=taken_port).start(timeout=10)
+    message = str(raised.value)
+    assert f"port {taken_port}" in message and f"pid {os.getpid()} " in message, message
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
