@@ -463,8 +463,7 @@ def _admission(rt: Runtime, snapshot: Snapshot) -> None:
     approvals' bindings (decide/records.py, reservations.py, approvals.py). Each is its own
     action: a failure of one leaves the others written."""
     objects = by_uid(snapshot.workload_objects)
-    system = frozenset(rt.fleet.raw.get("system_namespaces") or ())
-    act_on_records(rt, workload_records(snapshot.workload_objects, system))
+    act_on_records(rt, workload_records(snapshot.workload_objects, rt.fleet.system_namespaces))
     period = period_seconds(rt.fleet, rt.settings)
     reservations = plan_reservations(
         snapshot.pods, snapshot.nodes, objects, rt.fleet, rt.now, horizon_seconds=2 * period

@@ -10,7 +10,8 @@ checks across its fields with a `problems()` method yielding (relative path, rea
 
 Decoding is lenient where the controller always was: an absent key takes its documented
 default (documents rendered before a setting existed still decode), a key the contract does not
-know is ignored. A value of the wrong type is a problem, and the default stands in for it.
+know is ignored. A value of the wrong type is a problem, and the default stands in for it (inside an object or a
+list, for the bad values alone).
 """
 
 from __future__ import annotations
@@ -109,8 +110,11 @@ def decode(cls: type[T], raw: Any, at: str, problems: Problems) -> T:
             continue
         before = len(problems.items)
         value = _value(hints[field.name], raw[key], path, problems)
-        if len(problems.items) > before:
+        if any(p == path for p, _ in problems.items[before:]):
             continue  # the default stands in for a bad value
+        if len(problems.items) > before:
+            values[field.name] = value  # keep what is good inside it
+            continue
         check = field.metadata.get("check")
         reason = check(value) if check is not None else None
         if reason is not None:

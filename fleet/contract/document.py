@@ -4,7 +4,6 @@ problem (docs/contracts.md). Nothing here imports pydantic or Pulumi: the contro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,11 +51,6 @@ class ConfigDocument:
     platform: Platform = field(default_factory=Platform)
     controller: Controller = field(default_factory=Controller)
 
-    def problems(self) -> Iterator[tuple[str, str]]:
-        for namespace, team in self.namespaces.items():
-            if team not in self.teams:
-                yield f"namespaces.{namespace}", f"unknown team {team!r}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Decoded:
@@ -75,6 +69,9 @@ def decode_document(raw: Any) -> Decoded:
     default stands in for each bad value."""
     problems = Problems()
     document = decode(ConfigDocument, raw, "", problems)
+    for namespace, team in document.namespaces.items():
+        if team not in document.teams:
+            problems.add(f"namespaces.{namespace}", f"unknown team {team!r}")
     return Decoded(document=document, problems=tuple(problems.items))
 
 
