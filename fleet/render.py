@@ -94,8 +94,8 @@ def config_document(config: FleetConfig) -> ConfigDocument:
         lifetime=from_model(contract.Lifetime, config.lifetime.model_dump()),
         gpu_operator=contract.GpuOperator(namespace=config.gpu_operator.namespace),
         system_namespaces=tuple(config.system_namespaces()),
-        platform=contract.Platform(**render_platform(config)),
-        controller=contract.Controller(**render_controller(config)),
+        platform=from_model(contract.Platform, render_platform(config)),
+        controller=from_model(contract.Controller, render_controller(config)),
     )
 
 
