@@ -104,12 +104,15 @@ def decode(cls: type[T], raw: Any, at: str, problems: Problems) -> T:
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         key = key_of(field)
         path = join(at, key)
-        if key not in raw:
+        hint = hints[field.name]
+        # A null section reads as an absent one, as the controller always read it.
+        absent = key not in raw or (raw[key] is None and dataclasses.is_dataclass(hint))
+        if absent:
             if field.metadata.get("required"):
-                problems.add(path, _missing(hints[field.name]))
+                problems.add(path, _missing(hint))
             continue
         before = len(problems.items)
-        value = _value(hints[field.name], raw[key], path, problems)
+        value = _value(hint, raw[key], path, problems)
         if any(p == path for p, _ in problems.items[before:]):
             continue  # the default stands in for a bad value
         if len(problems.items) > before:
