@@ -54,6 +54,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet images observability tools stacks bench)
 	$(VENV)/bin/lint-imports
+	$(PY) -m tools.check_file_sizes
 
 image: venv tools system-packages
 	$(FLEETPLANE) image build

@@ -9,13 +9,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from fleet import labels
+from fleet import dcgm, labels
 from fleet.config import ClusterConfig, FleetConfig
 from fleet.nodes import device_plugin_config_name, uses_native_gke_gpu_features
 
 DEVICE_PLUGIN_CONFIG = "fleetplane-device-plugin"
 """ConfigMap the chart creates with one device-plugin configuration per sharing pool."""
 DEFAULT_DEVICE_PLUGIN_CONFIG = "default"
+DCGM_METRICS_CONFIG = "fleetplane-dcgm-metrics"
+"""ConfigMap the chart creates with the fleet's dcgm-exporter counters file (fleet/dcgm.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,9 +48,10 @@ def _device_plugin_config(fleet: FleetConfig, sharing: Any | None) -> str:
 
 def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str, Any]:
     """Helm values: pinned driver without automatic upgrades (the controller rolls drivers
-    node by node), DCGM exporter with a ServiceMonitor, MIG strategy and manager, and one
-    device-plugin configuration (time-slicing or MPS) per sharing pool, selected by the
-    `nvidia.com/device-plugin.config` label the pool puts on its nodes."""
+    node by node), DCGM exporter with a ServiceMonitor and the fleet's counters file
+    (`dcgm_exporter_config`), MIG strategy and manager, and one device-plugin configuration
+    (time-slicing or MPS) per sharing pool, selected by the `nvidia.com/device-plugin.config`
+    label the pool puts on its nodes."""
     settings = fleet.gpu_operator
     operator_pools = [
         p
@@ -86,7 +89,11 @@ def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str,
                 "data": plugin_configs,
             }
         },
-        "dcgmExporter": {"enabled": True, "serviceMonitor": dcgm_service_monitor(fleet)},
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": dcgm_service_monitor(fleet),
+            "config": dcgm_exporter_config(),
+        },
         "nfd": {"enabled": True},
         "gfd": {"enabled": True},
     }
@@ -116,6 +123,18 @@ def dcgm_service_monitor(fleet: FleetConfig) -> dict[str, Any]:
         "additionalLabels": {},
         "relabelings": [],
     }
+
+
+def dcgm_exporter_config() -> dict[str, Any]:
+    """The GPU Operator chart's `dcgmExporter.config` values: the fleet's counters file
+    (`fleet.dcgm.counters_csv`, exactly the DCGM fields the product reads) in a ConfigMap the
+    chart creates in the release's namespace (`create` with `data`, under the key
+    `dcgm-metrics.csv`; the chart's template since v24.9.0). The ClusterPolicy names it
+    (`dcgmExporter.config.name`); the operator mounts that key at
+    /etc/dcgm-exporter/dcgm-metrics.csv and points the exporter's DCGM_EXPORTER_COLLECTORS at
+    it, in place of the image's dcp-metrics-included.csv, which leaves the ECC and NVLink error
+    counters and the row-remap-pending flag off."""
+    return {"name": DCGM_METRICS_CONFIG, "create": True, "data": dcgm.counters_csv()}
 
 
 class GpuOperator(pulumi.ComponentResource):

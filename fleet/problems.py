@@ -1,5 +1,5 @@
 """Problems a configuration can have that both readers of it report: the typed model
-(fleet/config.py, for a stack file) and the controller (controller/config.py, for the rendered
+(fleet/config/, for a stack file) and the controller (controller/config.py, for the rendered
 document, without pydantic). Written once so both say the same words."""
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ controller: the Debian root filesystem of `images/rootfs.py` (Python 3.11 and th
 opa: the pinned OPA binary from tools/bin, plus, when that binary is linked dynamically (the
     bootstrap builds it with cgo), the C library it links, taken from the same Debian root
     filesystem. Non-root (1000).
+
+Each image gets its SBOM beside its layout (OUT/NAME.cdx.json, `images/sbom.py`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ SITE = "usr/local/lib/python3.11/dist-packages"
 """Debian's Python puts /usr/local/lib/python3.X/dist-packages on sys.path: no venv needed."""
 CONTROLLER_UID = 65532
 OPA_UID = 1000
+GLIBC_PACKAGE = "libc6"
+"""The Debian package of the loader and C library a dynamically linked OPA gets."""
 
 ENTRY_SCRIPT = f"""#!/usr/bin/{PYTHON} -IBu
 # -I: isolated (no PYTHON* variables, no user site, no current directory on sys.path);
@@ -395,12 +399,14 @@ def _project_version(project: Path) -> str:
 
 def build_opa(out: Path, *, opa_binary: Path, rootfs_tar: Path, version: str) -> Built:
     """OPA alone (a static binary), or with the loader and C library it links, from the
-    Debian root filesystem (same recorded tar as the controller's)."""
+    Debian root filesystem (same recorded tar as the controller's), and its SBOM."""
     started = time.monotonic()
     binary = opa_binary.resolve().read_bytes()
     entries = [oci.Entry(path="opa", data=binary, mode=0o755)]
     contents = {"opa": len(binary)}
+    debian: dict[str, str] = {}
     if _interpreter(binary):
+        debian = {GLIBC_PACKAGE: rootfs.debian_packages(rootfs_tar)[GLIBC_PACKAGE]}
         # The loader and the C library, at the paths the binary asks for, as regular files.
         with tarfile.open(rootfs_tar) as archive:
             members = {m.name.removeprefix("./").rstrip("/"): m for m in archive.getmembers()}
@@ -431,7 +437,20 @@ def build_opa(out: Path, *, opa_binary: Path, rootfs_tar: Path, version: str) ->
         ),
         ref_name=version,
     )
-    return Built(name="opa", image=image, seconds=time.monotonic() - started, contents=contents)
+    from images import gobuildinfo, sbom
+
+    sbom_path = out.parent / f"{out.name}.cdx.json"
+    try:
+        sbom.write_opa_sbom(sbom_path, binary=binary, debian=debian, image=image)
+    except (gobuildinfo.BuildInfoError, ValueError) as error:
+        raise BuildError(f"the OPA image's SBOM: {error}") from error
+    return Built(
+        name="opa",
+        image=image,
+        seconds=time.monotonic() - started,
+        sbom=sbom_path,
+        contents=contents,
+    )
 
 
 def _resolve(members: dict[str, tarfile.TarInfo], path: str, depth: int = 0) -> str:

@@ -22,9 +22,10 @@ def add_parser(subparsers: Any) -> None:
     actions = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
     build = actions.add_parser(
         "build",
-        help="build the images into OCI layouts (and the controller's SBOM)",
-        description="Build OCI image layouts: OUT/controller (with OUT/controller.cdx.json) and "
-        f"OUT/opa, and print their digests and sizes. Needs root and mmdebstrap. {EXIT_CODES}",
+        help="build the images into OCI layouts (each with its SBOM)",
+        description="Build OCI image layouts: OUT/controller and OUT/opa, each with its SBOM "
+        "(OUT/controller.cdx.json, OUT/opa.cdx.json), and print their digests and sizes. Needs "
+        f"root and mmdebstrap. {EXIT_CODES}",
     )
     build.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})"

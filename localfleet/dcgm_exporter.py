@@ -2,9 +2,11 @@
 
 There is no GPU here, so no DCGM: this serves, per fake GPU node, the series dcgm-exporter
 serves there, with its metric names and labels (`gpu`, `UUID`, `pci_bus_id`, `device`,
-`modelName`, `Hostname`, `DCGM_FI_DRIVER_VERSION`, and `container`, `namespace`, `pod` of the
-workload holding the GPU, as its Kubernetes pod mapping adds them), at values a test or the
-scenario sets per pod or per GPU through a small HTTP API:
+`modelName`, `Hostname`, and `container`, `namespace`, `pod` of the workload holding the GPU, as
+its Kubernetes pod mapping adds them), at values a test or the scenario sets per pod or per GPU
+through a small HTTP API. It serves exactly the fields the fleet's counters file enables (the
+file the GPU Operator deploys, `fleet.dcgm.counters_csv`, read back here as dcgm-exporter reads
+it), so a series the product reads but the real exporter would not serve is missing here too.
 
     GET    /metrics?node=NODE               the node's series (no node: every node's)
     GET    /v1/state                        GPUs, their holders and values, as JSON
@@ -37,29 +39,32 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fleet import labels
+from fleet.dcgm import counters_csv, enabled_fields
 
-# dcgm-exporter's default counters (etc/default-counters.csv) the platform reads or a health
-# check would: name -> (type, help).
 METRICS: dict[str, tuple[str, str]] = {
-    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "Ratio of time the graphics engine is active."),
-    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
-    "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
-    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
-    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
-    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("counter", "Total number of single-bit volatile ECC errors."),
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("counter", "Total number of double-bit volatile ECC errors."),
+    field.name: (field.kind, field.help) for field in enabled_fields(counters_csv()).values()
 }
+"""The fields the fleet's counters file enables: name -> (type, help), in the file's order."""
+_HEALTHY: dict[str, float] = {
+    "DCGM_FI_DEV_XID_ERRORS": 0,
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 0,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0,
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": 0,
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": 0,
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": 0,
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 0,
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": 0,
+}
+"""No error of any kind (the faults a test sets are on top)."""
 BUSY: dict[str, float] = {
     "DCGM_FI_DEV_GPU_UTIL": 87,
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.82,
     "DCGM_FI_DEV_FB_USED": 30000,
     "DCGM_FI_DEV_GPU_TEMP": 64,
     "DCGM_FI_DEV_POWER_USAGE": 520.0,
-    "DCGM_FI_DEV_XID_ERRORS": 0,
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 0,
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0,
+    **_HEALTHY,
 }
 FREE: dict[str, float] = {
     **BUSY,
@@ -69,7 +74,6 @@ FREE: dict[str, float] = {
     "DCGM_FI_DEV_GPU_TEMP": 34,
     "DCGM_FI_DEV_POWER_USAGE": 70.0,
 }
-DEFAULT_DRIVER_VERSION = "570.124.06"
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,6 @@ class Gpu:
     node: str
     index: int
     model: str
-    memory_mib: int
-    driver: str
 
     @property
     def uuid(self) -> str:
@@ -93,7 +95,6 @@ class Gpu:
             "device": f"nvidia{self.index}",
             "modelName": self.model,
             "Hostname": self.node,
-            "DCGM_FI_DRIVER_VERSION": self.driver,
         }
 
 
@@ -108,21 +109,8 @@ def gpus_of(node: Mapping[str, Any]) -> list[Gpu]:
     meta = node.get("metadata", {})
     node_labels = meta.get("labels", {}) or {}
     count = int((node.get("status", {}).get("allocatable", {}) or {}).get(labels.GPU_RESOURCE, 0))
-    driver = ".".join(
-        node_labels[key]
-        for key in (labels.CUDA_DRIVER_MAJOR, labels.CUDA_DRIVER_MINOR, labels.CUDA_DRIVER_REV)
-        if key in node_labels
-    )
-    return [
-        Gpu(
-            node=meta["name"],
-            index=index,
-            model=node_labels.get(labels.GPU_PRODUCT, "NVIDIA GPU"),
-            memory_mib=int(node_labels.get("nvidia.com/gpu.memory", "81559")),
-            driver=driver or DEFAULT_DRIVER_VERSION,
-        )
-        for index in range(count)
-    ]
+    model = node_labels.get(labels.GPU_PRODUCT, "NVIDIA GPU")
+    return [Gpu(node=meta["name"], index=index, model=model) for index in range(count)]
 
 
 def _gpu_requests(container: Mapping[str, Any]) -> int:
@@ -179,8 +167,6 @@ class ExporterState:
         if holder is not None:
             out.update(self.by_pod.get((holder.namespace, holder.pod), {}))
         out.update(self.by_gpu.get((gpu.node, gpu.index), {}))
-        used = out["DCGM_FI_DEV_FB_USED"]
-        out["DCGM_FI_DEV_FB_FREE"] = max(gpu.memory_mib - used, 0)
         return out
 
     def exposition(self, node: str | None = None) -> str:
@@ -231,8 +217,9 @@ def _checked_values(body: Any) -> dict[str, float]:
         raise ValueError("expected a JSON object of metric name -> number")
     out: dict[str, float] = {}
     for key, value in body.items():
-        if key not in METRICS or key == "DCGM_FI_DEV_FB_FREE":
-            raise ValueError(f"unknown or derived metric {key!r} (known: {', '.join(METRICS)})")
+        if key not in METRICS:
+            enabled = ", ".join(METRICS)
+            raise ValueError(f"{key!r} is not enabled by the fleet's counters file ({enabled})")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{key}: expected a number")
         out[key] = float(value)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fleet.config import FleetConfig
+from fleet.xids import actionable_xids
 
 RULES_FILE = "rules.yaml"
 WEBHOOK_NAME = "admission.fleetplane.dev"
@@ -30,7 +31,8 @@ def source() -> str:
 
 
 def rule_values(config: FleetConfig) -> dict[str, str]:
-    """The configuration's numbers, as they are written into the rules."""
+    """The configuration's numbers, as they are written into the rules, and the Xids that page
+    (those the fleet's Xid table gives a remedy, as a regex alternation)."""
     settings = config.observability
     return {
         "budget_warn_ratio": f"{config.budget.warn_ratio:g}",
@@ -43,6 +45,7 @@ def rule_values(config: FleetConfig) -> dict[str, str]:
         "queue_wait_target_seconds": f"{settings.queue_wait_target_seconds:g}",
         "controller_stale_seconds": str(settings.controller_stale_seconds),
         "webhook": WEBHOOK_NAME,
+        "actionable_xids": "|".join(str(xid) for xid in actionable_xids()),
     }
 
 

@@ -3,19 +3,26 @@ controller-manager, scheduler, kwok), an OPA server with the project's policies,
 servers backfilled with the series a test writes.
 
 A missing tool fails the test with the bootstrap hint; nothing is skipped. When a test that used
-a server fails, the tail of that server's log is attached to the report.
+a server fails, the tail of that server's log is attached to the report. A test that starts a
+pinned tool carries the `integration` (or `e2e`) marker, so that `make test-fast` runs on a
+machine with no tools obtained: an unmarked test that starts one fails, naming it, even where
+the tools are there.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from localfleet.binaries import BIN_DIR, bin_dir
 from localfleet.controlplane import LocalCluster
 from localfleet.fakenodes import default_pools, fake_nodes
 from localfleet.servers import OpaServer, PrometheusServer, Sample
@@ -36,6 +43,64 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             if name in used:
                 report.sections.append((f"{name} log", tail()))
     return report
+
+
+SERVER_MARKERS = ("integration", "e2e")
+"""A test marked with one of these may start the pinned tools; `make test-fast` leaves them out."""
+
+# The test running now when it carries none of SERVER_MARKERS (set during its setup and call).
+_unmarked_test: str | None = None
+
+
+def _pinned_tool(program: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
+    """Whether a program lies in the pinned tools' folder (as given: tools/bin holds links into
+    the per-user cache, so the path is not resolved)."""
+    path = os.path.abspath(os.fsdecode(program))
+    folders = {os.path.abspath(BIN_DIR), os.path.abspath(bin_dir())}
+    return any(path.startswith(folder + os.sep) for folder in folders)
+
+
+def _refuse_tools_in_unmarked_tests(event: str, args: tuple[Any, ...]) -> None:
+    # An audit hook sees every process Python starts (subprocess, asyncio), from any thread,
+    # whichever module builds the command line; it cannot be removed, hence the flag.
+    if event != "subprocess.Popen" or _unmarked_test is None:
+        return
+    executable, argv = args[0], args[1]
+    if executable is None:
+        executable = argv if isinstance(argv, str | bytes | os.PathLike) else argv[0]
+    if _pinned_tool(executable):
+        pytest.fail(
+            f"{_unmarked_test} starts {os.fsdecode(executable)} without the integration marker "
+            "(make test-fast must pass with no tools obtained): mark it "
+            "@pytest.mark.integration",
+            pytrace=False,
+        )
+
+
+sys.addaudithook(_refuse_tools_in_unmarked_tests)
+
+
+@contextmanager
+def _tools_refused_unless_marked(item: pytest.Item) -> Iterator[None]:
+    global _unmarked_test
+    marked = any(item.get_closest_marker(name) for name in SERVER_MARKERS)
+    _unmarked_test = None if marked else item.nodeid
+    try:
+        yield
+    finally:
+        _unmarked_test = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    with _tools_refused_unless_marked(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    with _tools_refused_unless_marked(item):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -16,17 +16,27 @@ controller cannot read is never acted upon, and the pass stops before deciding a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import simdjson
-
-from controller.errors import PermanentError
+from controller.observe.json_fields import (
+    JSON_OBJECTS,
+    DecodeError,
+    array_field,
+    decoding,
+    integer_field,
+    json_type,
+    object_field,
+    object_list,
+    plain,
+    root_sections,
+    string_field,
+    string_map_field,
+)
 from controller.views import view
 from fleet import labels as keys
 
-T = TypeVar("T")
 ACCELERATOR_RESOURCES = frozenset(keys.ACCELERATOR_RESOURCES)
 
 
@@ -37,106 +47,6 @@ def is_accelerator(resource: str) -> bool:
 def family(resource: str) -> str:
     """The device family a resource counts against (MIG devices are GPUs)."""
     return keys.GPU_RESOURCE if resource.startswith(keys.MIG_RESOURCE_PREFIX) else resource
-
-
-class DecodeError(PermanentError):
-    """A listed object has a field of the wrong type (or is no object at all)."""
-
-
-_OBJECTS = (dict, simdjson.Object)
-_ARRAYS = (list, tuple, simdjson.Array)
-
-
-def plain(value: Any) -> Any:
-    """A decoded JSON value as plain Python: a lazy (simdjson) object or array is copied out,
-    anything else is returned as it is."""
-    if isinstance(value, simdjson.Object):
-        return value.as_dict()
-    if isinstance(value, simdjson.Array):
-        return value.as_list()
-    return value
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, _OBJECTS):
-        return "object"
-    if isinstance(value, _ARRAYS):
-        return "array"
-    return type(value).__name__
-
-
-def _object(parent: Any, key: str, path: str) -> Any:
-    """parent[key] when it is a JSON object; {} when missing or null; DecodeError otherwise.
-    `path` (where parent is, a literal) only goes into the error."""
-    value = parent.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, _OBJECTS):
-        raise DecodeError(f"{path}.{key}: expected an object, got {_kind(value)}")
-    return value
-
-
-def _array(parent: Any, key: str, path: str) -> Any:
-    """parent[key] when it is a JSON array of objects; () when missing or null."""
-    value = parent.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, _ARRAYS):
-        raise DecodeError(f"{path}.{key}: expected an array, got {_kind(value)}")
-    for index, element in enumerate(value):
-        if not isinstance(element, _OBJECTS):
-            raise DecodeError(f"{path}.{key}[{index}]: expected an object, got {_kind(element)}")
-    return value
-
-
-def _string(parent: Any, key: str, path: str, default: str | None = "") -> Any:
-    value = parent.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise DecodeError(f"{path}.{key}: expected a string, got {_kind(value)}")
-    return value
-
-
-def _string_map(parent: Any, key: str, path: str) -> dict[str, str]:
-    """parent[key] copied out as a dict of strings (labels, annotations, node selectors)."""
-    value = parent.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, _OBJECTS):
-        raise DecodeError(f"{path}.{key}: expected an object, got {_kind(value)}")
-    copied = plain(value)
-    if not all(type(v) is str for v in copied.values()):
-        k, v = next((k, v) for k, v in copied.items() if type(v) is not str)
-        raise DecodeError(f"{path}.{key}[{k!r}]: expected a string, got {_kind(v)}")
-    return copied if isinstance(value, simdjson.Object) else dict(copied)
-
-
-def _root(raw: Any) -> tuple[Any, Any, Any]:
-    """metadata, spec and status of an object ({} for each one missing)."""
-    if not isinstance(raw, _OBJECTS):
-        raise DecodeError(f"expected an object, got {_kind(raw)}")
-    return _object(raw, "metadata", ""), _object(raw, "spec", ""), _object(raw, "status", "")
-
-
-def _identity(kind: str, raw: Any) -> str:
-    """`pod ns/name` for an error message, as far as the object allows."""
-    try:
-        metadata = raw.get("metadata") or {}
-        name, namespace = metadata.get("name"), metadata.get("namespace")
-    except (AttributeError, TypeError, ValueError):
-        return kind
-    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
-
-
-def _decoding(kind: str, raw: Any, convert: Callable[[], T]) -> T:
-    """Run a conversion; any malformed field becomes a DecodeError naming the object."""
-    try:
-        return convert()
-    except DecodeError as error:
-        raise DecodeError(f"{_identity(kind, raw)}: {error}") from None
-    except (AttributeError, TypeError, ValueError, KeyError) as error:
-        raise DecodeError(f"{_identity(kind, raw)}: malformed: {error}") from None
 
 
 _TIME_CACHE: dict[str, float] = {}
@@ -173,7 +83,7 @@ def pod_demand(spec: Any) -> dict[str, int]:
     limit; a request may only repeat it)."""
 
     def of(container: Any) -> dict[str, int]:
-        resources = _object(container, "resources", "spec.containers[]")
+        resources = object_field(container, "resources", "spec.containers[]")
         found: dict[str, int] = {}
         if not resources:
             return found
@@ -181,9 +91,9 @@ def pod_demand(spec: Any) -> dict[str, int]:
             source = resources.get(key)
             if not source:
                 continue
-            if not isinstance(source, _OBJECTS):
+            if not isinstance(source, JSON_OBJECTS):
                 raise DecodeError(
-                    f"spec.containers[].resources.{key}: expected an object, got {_kind(source)}"
+                    f"spec.containers[].resources.{key}: expected an object, got {json_type(source)}"
                 )
             for resource in source:
                 if resource not in found and (
@@ -194,10 +104,10 @@ def pod_demand(spec: Any) -> dict[str, int]:
         return found
 
     return effective_demand(
-        [of(c) for c in _array(spec, "containers", "spec")],
+        [of(c) for c in array_field(spec, "containers", "spec")],
         [
             (of(c), c.get("restartPolicy") == "Always")
-            for c in _array(spec, "initContainers", "spec")
+            for c in array_field(spec, "initContainers", "spec")
         ],
     )
 
@@ -326,25 +236,25 @@ class Pod:
         }
 
 
-def _controller_owner(metadata: Any) -> OwnerRef | None:
-    for ref in _array(metadata, "ownerReferences", "metadata"):
+def controller_owner(metadata: Any) -> OwnerRef | None:
+    for ref in array_field(metadata, "ownerReferences", "metadata"):
         if ref.get("controller"):
             path = "metadata.ownerReferences[]"
             return OwnerRef(
-                _string(ref, "apiVersion", path),
-                _string(ref, "kind", path),
-                _string(ref, "name", path),
-                _string(ref, "uid", path),
+                string_field(ref, "apiVersion", path),
+                string_field(ref, "kind", path),
+                string_field(ref, "name", path),
+                string_field(ref, "uid", path),
             )
     return None
 
 
 def _slim_container(container: Any) -> dict[str, Any]:
-    slim: dict[str, Any] = {"name": _string(container, "name", "spec.containers[]")}
-    image = _string(container, "image", "spec.containers[]")
+    slim: dict[str, Any] = {"name": string_field(container, "name", "spec.containers[]")}
+    image = string_field(container, "image", "spec.containers[]")
     if image:
         slim["image"] = image
-    resources = plain(_object(container, "resources", "spec.containers[]"))
+    resources = plain(object_field(container, "resources", "spec.containers[]"))
     if resources:
         slim["resources"] = resources
     return slim
@@ -355,46 +265,25 @@ def accelerator_pod_from_api(raw: Any) -> Pod | None:
     DecodeError (naming the pod and the field) when a field it reads has the wrong type."""
 
     def convert() -> Pod | None:
-        spec = _root(raw)[1]
+        spec = root_sections(raw)[1]
         demand = pod_demand(spec)
         return _pod(raw, demand) if demand else None
 
-    return _decoding("pod", raw, convert)
+    return decoding("pod", raw, convert)
 
 
 def pod_from_api(raw: Any, demand: dict[str, int] | None = None) -> Pod:
     """The slim view of any pod; DecodeError when a field it reads has the wrong type."""
-    return _decoding("pod", raw, lambda: _pod(raw, demand))
-
-
-def _integer(parent: Any, key: str, path: str) -> int | None:
-    value = parent.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise DecodeError(f"{path}.{key}: expected an integer, got {_kind(value)}")
-    return value
-
-
-def _objects(parent: Any, key: str, path: str) -> list[Any]:
-    """parent[key] as a list of JSON objects ([] when missing or null), checked in one pass."""
-    value = parent.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, _ARRAYS):
-        raise DecodeError(f"{path}.{key}: expected an array, got {_kind(value)}")
-    elements = list(value)
-    for index, element in enumerate(elements):
-        if not isinstance(element, _OBJECTS):
-            raise DecodeError(f"{path}.{key}[{index}]: expected an object, got {_kind(element)}")
-    return elements
+    return decoding("pod", raw, lambda: _pod(raw, demand))
 
 
 def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
     # The hot loop of a pass (once per listed accelerator pod): each field is read once.
-    metadata, spec, status = _root(raw)
+    metadata, spec, status = root_sections(raw)
     unschedulable_since = None
     scheduled_at = None
-    created = _string(metadata, "creationTimestamp", "metadata", None)
-    for condition in _objects(status, "conditions", "status"):
+    created = string_field(metadata, "creationTimestamp", "metadata", None)
+    for condition in object_list(status, "conditions", "status"):
         if condition.get("type") == "PodScheduled":
             state = condition.get("status")
             if state == "False" and condition.get("reason") == "Unschedulable":
@@ -403,51 +292,53 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
                 )
             elif state == "True":
                 scheduled_at = parse_time(condition.get("lastTransitionTime"))
-    phase = _string(status, "phase", "status", None) or "Pending"
+    phase = string_field(status, "phase", "status", None) or "Pending"
     finished = None
     if phase in ("Succeeded", "Failed"):
         ends = []
-        for container in _objects(status, "containerStatuses", "status"):
-            state = _object(container, "state", "status.containerStatuses[]")
-            terminated = _object(state, "terminated", "status.containerStatuses[].state")
+        for container in object_list(status, "containerStatuses", "status"):
+            state = object_field(container, "state", "status.containerStatuses[]")
+            terminated = object_field(state, "terminated", "status.containerStatuses[].state")
             ends.append(parse_time(terminated.get("finishedAt")))
         known = [e for e in ends if e is not None]
         finished = max(known) if known else None
     terms: Any = ()
     if spec.get("affinity"):
-        node_affinity = _object(_object(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity")
-        required = _object(
+        node_affinity = object_field(
+            object_field(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity"
+        )
+        required = object_field(
             node_affinity,
             "requiredDuringSchedulingIgnoredDuringExecution",
             "spec.affinity.nodeAffinity",
         )
-        terms = _objects(required, "nodeSelectorTerms", "spec.affinity.nodeAffinity.required")
-    node_name = _string(spec, "nodeName", "spec", None)
-    containers = _objects(spec, "containers", "spec")
+        terms = object_list(required, "nodeSelectorTerms", "spec.affinity.nodeAffinity.required")
+    node_name = string_field(spec, "nodeName", "spec", None)
+    containers = object_list(spec, "containers", "spec")
     return Pod(
-        namespace=_string(metadata, "namespace", "metadata"),
-        name=_string(metadata, "name", "metadata"),
-        uid=_string(metadata, "uid", "metadata"),
-        resource_version=_string(metadata, "resourceVersion", "metadata"),
-        labels=_string_map(metadata, "labels", "metadata"),
-        annotations=_string_map(metadata, "annotations", "metadata"),
-        owner=_controller_owner(metadata) if "ownerReferences" in metadata else None,
+        namespace=string_field(metadata, "namespace", "metadata"),
+        name=string_field(metadata, "name", "metadata"),
+        uid=string_field(metadata, "uid", "metadata"),
+        resource_version=string_field(metadata, "resourceVersion", "metadata"),
+        labels=string_map_field(metadata, "labels", "metadata"),
+        annotations=string_map_field(metadata, "annotations", "metadata"),
+        owner=controller_owner(metadata) if "ownerReferences" in metadata else None,
         node_name=node_name or None,
         phase=phase,
-        priority=_integer(spec, "priority", "spec") or 0,
-        priority_class=_string(spec, "priorityClassName", "spec", None),
+        priority=integer_field(spec, "priority", "spec") or 0,
+        priority_class=string_field(spec, "priorityClassName", "spec", None),
         demand=pod_demand(spec) if demand is None else demand,
         created=parse_time(created) or 0.0,
-        started=parse_time(_string(status, "startTime", "status", None)) or scheduled_at,
+        started=parse_time(string_field(status, "startTime", "status", None)) or scheduled_at,
         finished=finished,
         deleting="deletionTimestamp" in metadata and bool(metadata.get("deletionTimestamp")),
         unschedulable_since=unschedulable_since if not node_name else None,
-        node_selector=_string_map(spec, "nodeSelector", "spec"),
-        tolerations=tuple(plain(t) for t in _objects(spec, "tolerations", "spec")),
+        node_selector=string_map_field(spec, "nodeSelector", "spec"),
+        tolerations=tuple(plain(t) for t in object_list(spec, "tolerations", "spec")),
         required_affinity=tuple(plain(t) for t in terms),
-        grace_seconds=_integer(spec, "terminationGracePeriodSeconds", "spec"),
+        grace_seconds=integer_field(spec, "terminationGracePeriodSeconds", "spec"),
         containers=tuple(_slim_container(c) for c in containers),
-        active_deadline_seconds=_integer(spec, "activeDeadlineSeconds", "spec"),
+        active_deadline_seconds=integer_field(spec, "activeDeadlineSeconds", "spec"),
     )
 
 
@@ -480,26 +371,26 @@ def node_from_api(raw: Any) -> Node:
     """The slim view of a node; DecodeError when a field it reads has the wrong type."""
 
     def convert() -> Node:
-        metadata, spec, status = _root(raw)
+        metadata, spec, status = root_sections(raw)
         allocatable = {
             r: _count(q)
-            for r, q in _object(status, "allocatable", "status").items()
+            for r, q in object_field(status, "allocatable", "status").items()
             if is_accelerator(r)
         }
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True"
-            for c in _array(status, "conditions", "status")
+            for c in array_field(status, "conditions", "status")
         )
         return Node(
-            name=_string(metadata, "name", "metadata"),
-            labels=_string_map(metadata, "labels", "metadata"),
+            name=string_field(metadata, "name", "metadata"),
+            labels=string_map_field(metadata, "labels", "metadata"),
             allocatable=allocatable,
-            taints=tuple(plain(t) for t in _array(spec, "taints", "spec")),
+            taints=tuple(plain(t) for t in array_field(spec, "taints", "spec")),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable")),
         )
 
-    return _decoding("node", raw, convert)
+    return decoding("node", raw, convert)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -513,16 +404,16 @@ class Namespace:
 
 def namespace_from_api(raw: Any) -> Namespace:
     def convert() -> Namespace:
-        metadata = _root(raw)[0]
+        metadata = root_sections(raw)[0]
         return Namespace(
-            name=_string(metadata, "name", "metadata"),
-            uid=_string(metadata, "uid", "metadata"),
-            resource_version=_string(metadata, "resourceVersion", "metadata"),
-            labels=_string_map(metadata, "labels", "metadata"),
-            annotations=_string_map(metadata, "annotations", "metadata"),
+            name=string_field(metadata, "name", "metadata"),
+            uid=string_field(metadata, "uid", "metadata"),
+            resource_version=string_field(metadata, "resourceVersion", "metadata"),
+            labels=string_map_field(metadata, "labels", "metadata"),
+            annotations=string_map_field(metadata, "annotations", "metadata"),
         )
 
-    return _decoding("namespace", raw, convert)
+    return decoding("namespace", raw, convert)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -538,15 +429,15 @@ class DisruptionBudget:
 
 def pdb_from_api(raw: Any) -> DisruptionBudget:
     def convert() -> DisruptionBudget:
-        metadata, spec, status = _root(raw)
+        metadata, spec, status = root_sections(raw)
         return DisruptionBudget(
-            namespace=_string(metadata, "namespace", "metadata"),
-            name=_string(metadata, "name", "metadata"),
-            selector=plain(_object(spec, "selector", "spec")),
-            disruptions_allowed=_integer(status, "disruptionsAllowed", "status") or 0,
+            namespace=string_field(metadata, "namespace", "metadata"),
+            name=string_field(metadata, "name", "metadata"),
+            selector=plain(object_field(spec, "selector", "spec")),
+            disruptions_allowed=integer_field(status, "disruptionsAllowed", "status") or 0,
         )
 
-    return _decoding("poddisruptionbudget", raw, convert)
+    return decoding("poddisruptionbudget", raw, convert)
 
 
 def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:

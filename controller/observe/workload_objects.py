@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.observe.model import (
+from controller.observe.json_fields import (
     DecodeError,
-    OwnerRef,
-    _array,
-    _decoding,
-    _integer,
-    _object,
-    _root,
-    _string,
-    _string_map,
-    parse_time,
-    pod_demand,
+    decoding,
+    integer_field,
+    object_field,
+    root_sections,
+    string_field,
+    string_map_field,
 )
+from controller.observe.model import OwnerRef, controller_owner, parse_time, pod_demand
 from controller.views import view
 from fleet import labels as keys
 
@@ -79,38 +76,30 @@ def workload_object_from_api(kind: str, raw: Any) -> WorkloadObject:
     group, resource, _ = WORKLOAD_APIS[kind]
 
     def convert() -> WorkloadObject:
-        metadata, spec, _status = _root(raw)
-        template = _object(spec, "template", "spec")
-        template_metadata = _object(template, "metadata", "spec.template")
-        template_spec = _object(template, "spec", "spec.template")
-        labels = _string_map(template_metadata, "labels", "spec.template.metadata")
-        annotations = _string_map(template_metadata, "annotations", "spec.template.metadata")
-        owner = None
-        for ref in _array(metadata, "ownerReferences", "metadata"):
-            if ref.get("controller"):
-                path = "metadata.ownerReferences[]"
-                owner = OwnerRef(
-                    _string(ref, "apiVersion", path),
-                    _string(ref, "kind", path),
-                    _string(ref, "name", path),
-                    _string(ref, "uid", path),
-                )
-        uid = _string(metadata, "uid", "metadata")
+        metadata, spec, _status = root_sections(raw)
+        template = object_field(spec, "template", "spec")
+        template_metadata = object_field(template, "metadata", "spec.template")
+        template_spec = object_field(template, "spec", "spec.template")
+        labels = string_map_field(template_metadata, "labels", "spec.template.metadata")
+        annotations = string_map_field(template_metadata, "annotations", "spec.template.metadata")
+        owner = controller_owner(metadata)
+        uid = string_field(metadata, "uid", "metadata")
         if not uid:
             raise DecodeError("metadata.uid: missing")
         return WorkloadObject(
             kind=kind,
             group=group,
             resource=resource,
-            namespace=_string(metadata, "namespace", "metadata"),
-            name=_string(metadata, "name", "metadata"),
+            namespace=string_field(metadata, "namespace", "metadata"),
+            name=string_field(metadata, "name", "metadata"),
             uid=uid,
-            created=parse_time(_string(metadata, "creationTimestamp", "metadata", None)) or 0.0,
+            created=parse_time(string_field(metadata, "creationTimestamp", "metadata", None))
+            or 0.0,
             owner=owner,
-            replicas=_integer(spec, "parallelism" if kind == "Job" else "replicas", "spec"),
+            replicas=integer_field(spec, "parallelism" if kind == "Job" else "replicas", "spec"),
             demand=pod_demand(template_spec),
             workload_type=labels.get(keys.WORKLOAD_TYPE),
             approval_id=annotations.get(keys.APPROVAL_ID),
         )
 
-    return _decoding(kind.lower(), raw, convert)
+    return decoding(kind.lower(), raw, convert)

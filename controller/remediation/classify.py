@@ -40,153 +40,26 @@ from typing import Any, Final
 from controller.remediation.signals import GpuSignals, NodeSignals
 from controller.remediation.states import GPU_RESET, REBOOT, REPLACE
 
-APPLICATION = "application"
-CONTAINED_ECC = "contained-ecc"
-UNCORRECTABLE_ECC = "uncorrectable-ecc"
-GPU_ERROR = "gpu-error"
-NVLINK = "nvlink"
-FALLEN_OFF_BUS = "fallen-off-bus"
+# The Xid table is the fleet's (fleet/xids.py: the Xid alert reads it too); its kinds are
+# re-exported for the modules and tests that name them here.
+from fleet.xids import APPLICATION as APPLICATION
+from fleet.xids import CONTAINED_ECC as CONTAINED_ECC
+from fleet.xids import DEGRADED as DEGRADED
+from fleet.xids import FALLEN_OFF_BUS as FALLEN_OFF_BUS
+from fleet.xids import GPU_ERROR as GPU_ERROR
+from fleet.xids import NVLINK as NVLINK
+from fleet.xids import UNCORRECTABLE_ECC as UNCORRECTABLE_ECC
+from fleet.xids import XID_RULES as XID_RULES
+from fleet.xids import XID_SOURCE as XID_SOURCE
+from fleet.xids import XidRule as XidRule
+
 ROW_REMAP_PENDING = "row-remap-pending"
 ROW_REMAP_FAILURE = "row-remap-failure"
 THERMAL = "thermal"
-DEGRADED = "degraded"
 UNCLASSIFIED = "unclassified"
 
 COOL = "cool"
 """Pseudo-kind: a hot node's GPUs are all back under the model's lower line."""
-
-XID_SOURCE: Final = "NVIDIA Xid catalogue, immediate-action bucket"
-
-_APP_XIDS: tuple[int, ...] = (
-    8,
-    11,
-    13,
-    25,
-    31,
-    32,
-    39,
-    40,
-    41,
-    43,
-    44,
-    60,
-    63,
-    66,
-    67,
-    68,
-    69,
-    70,
-    71,
-    72,
-)
-_APP_XIDS += (37, 38, 14, 75, 76, 77, 80, 82, 83, 84, 85, 86, 88, 89, 93, 96, 97, 98, 99)
-_APP_XIDS += tuple(range(100, 108)) + tuple(range(126, 136)) + (121, 137, 139, 141)
-_APP_XIDS += (152, 153, 157, 159, 161)
-
-
-@dataclass(frozen=True, kw_only=True)
-class XidRule:
-    kind: str
-    remedy: str | None
-    bucket: str
-    meaning: str
-
-
-def _rules() -> dict[int, XidRule]:
-    rules = {
-        x: XidRule(
-            kind=APPLICATION,
-            remedy=None,
-            bucket="RESTART_APP/IGNORE",
-            meaning="application or benign event",
-        )
-        for x in _APP_XIDS
-    }
-    rules[13] = XidRule(
-        kind=APPLICATION, remedy=None, bucket="RESTART_APP", meaning="graphics engine exception"
-    )
-    rules[31] = XidRule(
-        kind=APPLICATION, remedy=None, bucket="RESTART_APP", meaning="GPU memory page fault (MMU)"
-    )
-    rules[43] = XidRule(
-        kind=APPLICATION,
-        remedy=None,
-        bucket="IGNORE",
-        meaning="GPU stopped processing (reset channel)",
-    )
-    rules[45] = XidRule(
-        kind=APPLICATION,
-        remedy=None,
-        bucket="WORKFLOW_XID_45",
-        meaning="preemptive cleanup after a previous error",
-    )
-    rules[63] = XidRule(
-        kind=APPLICATION,
-        remedy=None,
-        bucket="IGNORE",
-        meaning="row remap / page retirement recorded",
-    )
-    rules[92] = XidRule(
-        kind=DEGRADED, remedy=None, bucket="IGNORE", meaning="excessive single-bit ECC interrupts"
-    )
-    rules[94] = XidRule(
-        kind=CONTAINED_ECC, remedy=None, bucket="RESTART_APP", meaning="contained ECC error"
-    )
-    rules[48] = XidRule(
-        kind=UNCORRECTABLE_ECC,
-        remedy=GPU_RESET,
-        bucket="WORKFLOW_XID_48",
-        meaning="double-bit ECC error",
-    )
-    rules[95] = XidRule(
-        kind=UNCORRECTABLE_ECC,
-        remedy=GPU_RESET,
-        bucket="RESET_GPU",
-        meaning="uncontained ECC error",
-    )
-    rules[140] = XidRule(
-        kind=UNCORRECTABLE_ECC,
-        remedy=GPU_RESET,
-        bucket="RESET_GPU",
-        meaning="unrecoverable ECC error escape",
-    )
-    for xid, meaning in {
-        46: "GPU timeout",
-        62: "PMU halt",
-        64: "row remapper / page retirement recording failure",
-        109: "context switch timeout",
-        110: "security fault",
-        119: "GSP RPC timeout",
-        120: "GSP error",
-        136: "link training failure",
-        143: "GPU initialisation error",
-        155: "NVLink software-defined error",
-        156: "resource retirement event",
-        158: "GPU fatal timeout",
-        162: "reset required",
-    }.items():
-        rules[xid] = XidRule(kind=GPU_ERROR, remedy=GPU_RESET, bucket="RESET_GPU", meaning=meaning)
-    rules[74] = XidRule(
-        kind=NVLINK, remedy=GPU_RESET, bucket="WORKFLOW_NVLINK_ERR", meaning="NVLink error"
-    )
-    for xid in range(144, 151):
-        rules[xid] = XidRule(
-            kind=NVLINK, remedy=GPU_RESET, bucket="WORKFLOW_NVLINK5_ERR", meaning="NVLink 5 error"
-        )
-    rules[79] = XidRule(
-        kind=FALLEN_OFF_BUS,
-        remedy=REBOOT,
-        bucket="RESTART_BM",
-        meaning="GPU has fallen off the bus",
-    )
-    rules[160] = XidRule(
-        kind=FALLEN_OFF_BUS, remedy=REBOOT, bucket="RESTART_BM", meaning="channel retirement event"
-    )
-    return rules
-
-
-XID_RULES: Final[dict[int, XidRule]] = _rules()
-"""Xid -> its rule; an Xid not listed is `unclassified` (reported, never acted on)."""
 
 SEVERITY: Final = {REPLACE: 3, REBOOT: 2, GPU_RESET: 1}
 """Which remedy wins when a node shows several faults."""

@@ -13,6 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+pytestmark = pytest.mark.integration
+
 
 def load_bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location(

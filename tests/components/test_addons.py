@@ -8,9 +8,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.gpu_operator import DCGM_METRICS_CONFIG, GpuOperator, GpuOperatorArgs
 from components.volcano import Volcano, VolcanoArgs
 from fleet.config import FleetConfig
+from fleet.dcgm import FIELDS, enabled_fields
 from tests.components.component_testkit import Declare
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -45,6 +46,31 @@ def test_gpu_operator_release_is_pinned_and_never_upgrades_drivers_itself(
     keys = {t["key"] for t in values["daemonsets"]["tolerations"]}
     assert keys == {"nvidia.com/gpu", "fleetplane.dev/capacity-type"}
     assert any("GpuOperator$kubernetes:helm.sh/v3:Release" in u for u in declared.urns)
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev"])
+def test_gpu_operator_ships_the_fleet_s_dcgm_counters_file(
+    declare: Declare, stack_fleets: dict[str, FleetConfig], stack: str
+) -> None:
+    """The exporter's counters come from the fleet's list (fleet/dcgm.py), in the ConfigMap the
+    chart creates and the ClusterPolicy names: `dcgm-metrics.csv`, dcgm-exporter's CSV."""
+    fleet = stack_fleets[stack]
+    declared = declare(
+        lambda: GpuOperator(
+            f"{stack}-gpu-operator", GpuOperatorArgs(fleet=fleet, cluster=fleet.clusters[0])
+        )
+    )
+    config = declared.one(RELEASE).inputs["values"]["dcgmExporter"]["config"]
+    assert config["name"] == DCGM_METRICS_CONFIG and config["create"] is True
+    assert enabled_fields(config["data"]) == {f.name: f for f in FIELDS}
+    # the error counters dcgm-exporter's default files leave off are on
+    assert {
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_XID_ERRORS",
+    } <= set(enabled_fields(config["data"]))
 
 
 def test_gpu_operator_time_slicing_config_per_sharing_pool(

@@ -86,6 +86,7 @@ def test_an_unusable_opa_token_file_is_a_usage_error(tmp_path: Path, content: st
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_a_dry_run_pass_from_the_command_line(harness: Harness, tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(harness.document))
@@ -121,6 +122,7 @@ def test_a_dry_run_pass_from_the_command_line(harness: Harness, tmp_path: Path) 
     assert 'fleetplane_controller_passes_total{outcome="failed"} 1' in text
 
 
+@pytest.mark.integration
 def test_the_admission_keeper_runs_until_sigterm(harness: Harness, tmp_path: Path) -> None:
     """`admission --watch --dry-run`: a pass at once, another when a pod is created (which it
     would reserve), and exit 0 on SIGTERM."""

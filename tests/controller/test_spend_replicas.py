@@ -20,6 +20,8 @@ from controller.observe.kube import KubeClient
 from localfleet.servers import OpaServer
 from tests.controller.conftest import Harness
 
+pytestmark = pytest.mark.integration
+
 SERVICE = "fleetplane-opa"
 
 

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 
-from images import build, oci, push, rootfs, sbom
+from images import build, gobuildinfo, oci, push, rootfs, sbom
 from images.cli import find_opa
 from localfleet.registry import Registry
 
@@ -134,6 +136,26 @@ def test_opa_image_is_the_binary_and_the_c_library_it_links(opa: build.Built) ->
         "lib64",
         "lib/x86_64-linux-gnu",
     }
+
+
+def test_opa_image_has_an_sbom_of_what_is_linked_into_it(opa: build.Built) -> None:
+    """Every Go module the binary's build information lists, the C library when it links one,
+    and the image's digest: a valid CycloneDX document beside the layout."""
+    assert opa.sbom is not None and opa.sbom.parent == opa.image.layout.parent
+    text = opa.sbom.read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    bom = json.loads(text)
+    binary = find_opa().resolve().read_bytes()
+    info = gobuildinfo.read(binary)
+    assert bom["metadata"]["component"]["name"] == "github.com/open-policy-agent/opa"
+    assert info.main is not None
+    assert bom["metadata"]["component"]["version"] == info.main.version
+    linked = {(dep.replaced_by or dep).path: (dep.replaced_by or dep).version for dep in info.deps}
+    assert sbom.go_modules(bom) == linked and len(linked) > 20
+    debian = {c["name"] for c in bom["components"] if c["purl"].startswith("pkg:deb/")}
+    assert debian == ({"libc6"} if "lib/x86_64-linux-gnu/libc.so.6" in _files(opa.image) else set())
+    properties = {p["name"]: p["value"] for p in bom["metadata"]["properties"]}
+    assert properties["fleetplane:image:digest"] == opa.image.digest
 
 
 @pytest.fixture

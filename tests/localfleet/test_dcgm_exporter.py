@@ -19,7 +19,11 @@ import pytest
 from components.gpu_operator import dcgm_service_monitor
 from controller.observe.metrics import Prometheus
 from fleet.config import FleetConfig
+from fleet.dcgm import counters_csv, enabled_fields
 from localfleet.dcgm_exporter import (
+    BUSY,
+    FREE,
+    METRICS,
     ExporterState,
     Gpu,
     Holder,
@@ -33,7 +37,7 @@ NODE = "gpu-node-0"
 
 
 def gpus(node: str = NODE, count: int = 2) -> list[Gpu]:
-    return [Gpu(node, i, "NVIDIA H100 80GB HBM3", 81559, "570.124.06") for i in range(count)]
+    return [Gpu(node, i, "NVIDIA H100 80GB HBM3") for i in range(count)]
 
 
 @pytest.fixture
@@ -72,8 +76,7 @@ def test_it_serves_dcgm_exporter_names_and_labels(exporter: tuple[ExporterState,
     assert held == (
         f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="{uuid}",pci_bus_id="00000000:10:00.0",'
         'device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-0",'
-        'DCGM_FI_DRIVER_VERSION="570.124.06",container="jupyter",namespace="ml-research",'
-        'pod="notebook-0"} 87'
+        'container="jupyter",namespace="ml-research",pod="notebook-0"} 87'
     )
     free = next(
         line for line in text.splitlines() if line.startswith('DCGM_FI_DEV_GPU_UTIL{gpu="1"')
@@ -90,6 +93,28 @@ def test_it_serves_dcgm_exporter_names_and_labels(exporter: tuple[ExporterState,
         assert f"# TYPE {metric} " in text
 
 
+def test_it_serves_exactly_the_fields_the_counters_file_enables(
+    exporter: tuple[ExporterState, str],
+) -> None:
+    """The stand-in reads the file the GPU Operator deploys (fleet/dcgm.py): a field the real
+    exporter would not serve is not served here either, so no test passes on a series a GPU
+    node would not have."""
+    _, address = exporter
+    text = scrape(address)
+    enabled = enabled_fields(counters_csv())
+    served = {
+        line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE ")
+    }
+    assert served == {name: field.kind for name, field in enabled.items()}
+    for name, field in enabled.items():
+        assert f"# HELP {name} {field.help}\n" in text
+    samples = {line.split("{", 1)[0] for line in text.splitlines() if not line.startswith("#")}
+    assert samples == set(enabled)
+    assert set(BUSY) == set(FREE) == set(METRICS) == set(enabled)
+    # dcgm-exporter's default files serve these; the fleet's file enables no reader for them
+    assert "DCGM_FI_DEV_FB_FREE" not in text and "DCGM_FI_DRIVER_VERSION" not in text
+
+
 def test_values_are_set_per_pod_and_per_gpu(exporter: tuple[ExporterState, str]) -> None:
     _, address = exporter
     put(address, "/v1/pods/ml-research/notebook-0", {"DCGM_FI_DEV_GPU_UTIL": 0})
@@ -103,11 +128,12 @@ def test_values_are_set_per_pod_and_per_gpu(exporter: tuple[ExporterState, str])
         line.startswith('DCGM_FI_DEV_XID_ERRORS{gpu="1"') and line.endswith(" 79")
         for line in text.splitlines()
     )
-    bad = urllib.request.Request(
-        f"http://{address}/v1/pods/a/b", data=b'{"DCGM_FI_NOPE": 1}', method="PUT"
-    )
-    with pytest.raises(urllib.error.HTTPError, match="400"):
-        urllib.request.urlopen(bad, timeout=5)
+    for field in ("DCGM_FI_NOPE", "DCGM_FI_DEV_FB_FREE"):
+        bad = urllib.request.Request(
+            f"http://{address}/v1/pods/a/b", data=f'{{"{field}": 1}}'.encode(), method="PUT"
+        )
+        with pytest.raises(urllib.error.HTTPError, match="400"):
+            urllib.request.urlopen(bad, timeout=5)
 
 
 def test_gpus_go_to_running_pods_in_index_order() -> None:

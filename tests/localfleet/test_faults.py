@@ -66,7 +66,7 @@ def test_no_reclaim_without_evidence_when_the_exporter_goes_down(
     """An idle notebook is reclaimable while the exporter serves its series; once the exporter
     has been down for part of the window, the evidence is short and nothing is reclaimed."""
     state = ExporterState()
-    gpu = Gpu(NODE, 0, "NVIDIA H100 80GB HBM3", 81559, "570.124.06")
+    gpu = Gpu(NODE, 0, "NVIDIA H100 80GB HBM3")
     state.gpus, state.holders = [gpu], {gpu: Holder("ml-research", "notebook-0", "jupyter")}
     state.by_pod[("ml-research", "notebook-0")] = {
         "DCGM_FI_DEV_GPU_UTIL": 0,

@@ -7,7 +7,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from localfleet.controlplane import NODE_LEASE_SECONDS, LocalCluster
+
+pytestmark = pytest.mark.integration
 
 LIFECYCLE_TAINTS = {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
 SILENT_AFTER = 60.0

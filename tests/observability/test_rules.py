@@ -3,19 +3,29 @@ same groups in the PrometheusRule and in the local fleet's rule file."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fleet.config import FleetConfig
-from observability.rules import alert_names, record_names, render, write_rule_file
+from fleet.xids import XID_RULES, actionable_xids
+from observability.rules import (
+    alert_names,
+    record_names,
+    render,
+    rule_groups,
+    write_rule_file,
+)
 
 HERE = Path(__file__).resolve().parent
 UNIT_TESTS = HERE / "rules_test.yaml"
 
 
+@pytest.mark.integration
 def test_every_rule_passes_its_promtool_unit_test(
     local_fleet: FleetConfig, promtool: Path, tmp_path: Path
 ) -> None:
@@ -61,3 +71,25 @@ def test_the_thresholds_come_from_the_configuration(local_fleet: FleetConfig) ->
     assert "DCGM_FI_DEV_GPU_TEMP) > 78.5" in text
     assert "fleetplane:team_gpus_idle:sum >= 3" in text
     assert "[[" not in text
+
+
+def test_the_xid_alert_pages_for_exactly_the_xids_the_table_acts_on(
+    local_fleet: FleetConfig,
+) -> None:
+    """One table (fleet/xids.py) for the remediation and the page: the alert's matcher is
+    generated from it, so an Xid the table leaves to the application cannot page."""
+    (alert,) = [
+        rule
+        for group in rule_groups(local_fleet)
+        for rule in group["rules"]
+        if rule.get("alert") == "FleetplaneGpuXidError"
+    ]
+    matcher = re.fullmatch(
+        r'fleetplane:gpu_last_xid:count_values\{xid=~"([0-9|]+)"\}', alert["expr"]
+    )
+    assert matcher, alert["expr"]
+    paged = [int(xid) for xid in matcher.group(1).split("|")]
+    assert paged == list(actionable_xids())
+    assert {xid for xid, rule in XID_RULES.items() if rule.remedy} == set(paged)
+    assert not {13, 31, 43, 45} & set(paged)
+    assert 79 in paged

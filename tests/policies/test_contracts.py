@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPA = ROOT / "tools" / "bin" / "opa"
 
 
+@pytest.mark.integration
 def test_rego_fixture_is_the_json_fixture(fleet_config: dict[str, Any]) -> None:
     if not OPA.exists():
         pytest.fail(f"{OPA} is missing; run `make tools`")
@@ -131,6 +132,7 @@ def opa_eval(query: str) -> Any:
     return json.loads(result.stdout)["result"][0]["expressions"][0]["value"]
 
 
+@pytest.mark.integration
 def test_the_rego_schema_check_is_held_against_the_contract() -> None:
     """Every field the gate's schema check names is a field of the contract, of a type whose
     values the check accepts (and only those, for the enumerations)."""

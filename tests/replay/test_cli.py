@@ -30,6 +30,7 @@ def small_trace(directory: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_the_command_prints_the_table_and_writes_the_report(
     opa_server: OpaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,6 +135,7 @@ def replay(opa_server: OpaServer, tmp_path_factory: pytest.TempPathFactory) -> R
         opa_server.put_data("fleetplane/spend", {})
 
 
+@pytest.mark.integration
 def test_the_idle_notebook_is_warned_after_its_window_and_reclaimed_after_its_grace(
     replay: Replay,
 ) -> None:
@@ -158,6 +159,7 @@ def test_the_idle_notebook_is_warned_after_its_window_and_reclaimed_after_its_gr
     )
 
 
+@pytest.mark.integration
 def test_the_spot_job_is_interrupted_and_resumes_from_its_checkpoint(replay: Replay) -> None:
     figures = scenario_figures(replay)
     training = replay.jobs[1]
@@ -174,6 +176,7 @@ def test_the_spot_job_is_interrupted_and_resumes_from_its_checkpoint(replay: Rep
     )
 
 
+@pytest.mark.integration
 def test_the_submission_over_budget_is_denied(replay: Replay) -> None:
     figures = scenario_figures(replay)
     late = replay.jobs[3]
@@ -198,6 +201,7 @@ def test_the_submission_over_budget_is_denied(replay: Replay) -> None:
     )
 
 
+@pytest.mark.integration
 def test_fleet_figures(replay: Replay) -> None:
     figures = scenario_figures(replay)
     assert figures["harmed_non_preemptible"] == {"count": 0, "pods": []}

@@ -23,6 +23,8 @@ from replay.trace import TracePod
 from replay.workloads import Profile, Workload
 from tests.controller.builders import assert_same
 
+pytestmark = pytest.mark.integration
+
 FLEET: dict[str, Any] = {
     "assignment": {
         "training": {"research": 1},

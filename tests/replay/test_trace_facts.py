@@ -157,12 +157,14 @@ def placed(replay: Replay) -> dict[str, tuple[str, float, float]]:
     return out
 
 
+@pytest.mark.integration
 def test_a_pod_that_names_a_model_never_runs_on_another(replays: dict[str, Replay]) -> None:
     runs = placed(replays["whole"])
     assert runs["on-v100"][0] == "v100-16gb"
     assert runs["anywhere"][0] == "t4"  # the fullest node it fits: 1 free GPU against 3
 
 
+@pytest.mark.integration
 def test_a_pod_waits_for_cpu_while_its_node_has_a_free_gpu(replays: dict[str, Replay]) -> None:
     runs = placed(replays["whole"])
     assert runs["cpu-first"] == ("t4", 10.0, 0.0)
@@ -199,6 +201,7 @@ def test_cpu_alone_keeps_a_pod_waiting() -> None:
     assert node.gpus_for(_Job()) == (1,)  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 def test_two_half_gpu_pods_share_one_gpu(replays: dict[str, Replay]) -> None:
     shared = {j.workload.pod.name: j for j in replays["shared"].jobs}
     whole = {j.workload.pod.name: j for j in replays["whole"].jobs}
@@ -213,6 +216,7 @@ def test_two_half_gpu_pods_share_one_gpu(replays: dict[str, Replay]) -> None:
     assert b == pytest.approx(4 + 2.0, abs=0.01)
 
 
+@pytest.mark.integration
 def test_the_bill_prices_each_model(replays: dict[str, Replay]) -> None:
     figures = scenario_figures(replays["whole"])
     # Both nodes stand the three hours: 2 T4 and 4 V100 GPUs at their own prices.

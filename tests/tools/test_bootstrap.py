@@ -5,6 +5,9 @@ from pathlib import Path
 import pytest
 
 from tools import bootstrap
+from tools.bootstrap.debian import is_upstream_version
+from tools.bootstrap.go import required_version
+from tools.bootstrap.tool import run
 
 
 def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
@@ -54,12 +57,12 @@ def test_the_volcano_recipe_covers_the_apis_overlay() -> None:
 
 
 def test_debian_versions_match_on_the_upstream_version_only() -> None:
-    assert bootstrap._is_upstream_version("1.6.20~ds1-1+deb12u3", "1.6.20")
-    assert bootstrap._is_upstream_version("2.42.0+ds-5+deb12u1", "2.42.0")
-    assert bootstrap._is_upstream_version("1:0.25.0-1+b4", "0.25.0")
-    assert not bootstrap._is_upstream_version("1.6.200-1", "1.6.20")
-    assert not bootstrap._is_upstream_version("1.7.0-1", "1.6.20")
-    assert not bootstrap._is_upstream_version("", "1.6.20")
+    assert is_upstream_version("1.6.20~ds1-1+deb12u3", "1.6.20")
+    assert is_upstream_version("2.42.0+ds-5+deb12u1", "2.42.0")
+    assert is_upstream_version("1:0.25.0-1+b4", "0.25.0")
+    assert not is_upstream_version("1.6.200-1", "1.6.20")
+    assert not is_upstream_version("1.7.0-1", "1.6.20")
+    assert not is_upstream_version("", "1.6.20")
 
 
 def test_cache_key_changes_with_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,11 +78,30 @@ def test_cache_key_changes_with_the_recipe(tmp_path: Path, monkeypatch: pytest.M
     assert before.parent == tmp_path / "cache"
 
 
+def test_the_cache_key_is_the_one_of_caches_already_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder name hashes the extra key, then each recipe file's name and bytes: a change of
+    that computation would miss every cache built before it (and rebuild for half an hour)."""
+    monkeypatch.setenv("FLEETPLANE_TOOLS_CACHE", str(tmp_path))
+    (tmp_path / "go.mod").write_text("module x\n")
+    (tmp_path / "go.sum").write_text("h1:abc\n")
+    tool = bootstrap.Tool(
+        name="x",
+        version="v1",
+        binaries=("x",),
+        obtain=lambda t, p: None,
+        recipe=(tmp_path / "go.mod", tmp_path / "go.sum"),
+        extra_key="go1.24.0",
+    )
+    assert tool.cache_dir() == tmp_path / "x-v1-b86321089d51"
+
+
 def test_a_failing_obtain_names_the_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEETPLANE_TOOLS_CACHE", str(tmp_path))
 
     def fail(tool: bootstrap.Tool, out: Path) -> None:
-        bootstrap._run(tool, ["false"], cwd=tmp_path)
+        run(tool, ["false"], cwd=tmp_path)
 
     tool = bootstrap.Tool(name="broken", version="v9", binaries=("broken",), obtain=fail)
     with pytest.raises(bootstrap.BootstrapError, match="could not obtain broken v9"):
@@ -89,6 +111,6 @@ def test_a_failing_obtain_names_the_tool(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_required_version_reads_go_mod(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module m\n\nrequire k8s.io/kubernetes v1.36.3\n")
-    assert bootstrap._required_version(tmp_path, "k8s.io/kubernetes") == "v1.36.3"
+    assert required_version(tmp_path, "k8s.io/kubernetes") == "v1.36.3"
     with pytest.raises(bootstrap.BootstrapError, match="does not require"):
-        bootstrap._required_version(tmp_path, "sigs.k8s.io/kwok")
+        required_version(tmp_path, "sigs.k8s.io/kwok")

@@ -1,0 +1,205 @@
+"""The platform's own parts: the GPU Operator and Volcano releases, the OPA gate, the controller's
+CronJob, and observability (Pushgateway, rules, dashboards, report)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from fleet import catalog
+from fleet.config.base import ConfigModel, ImageByDigest, Name, NamespaceName
+
+
+class GpuOperatorConfig(ConfigModel):
+    """The NVIDIA GPU Operator Helm release."""
+
+    chart_version: str = "v25.3.0"
+    """Pinned chart version. Default v25.3.0."""
+    repository: str = "https://helm.ngc.nvidia.com/nvidia"
+    """Chart repository. Default NVIDIA NGC."""
+    namespace: NamespaceName = "gpu-operator"
+    """Namespace of the release. Default gpu-operator."""
+    driver_version: str = Field(default="570.124.06", pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
+    """Pinned NVIDIA driver of every gpu-operator pool; the controller rolls a change out node
+    by node (the operator's own auto-upgrade is off). Default 570.124.06."""
+    mig_strategy: Literal["single", "mixed"] = "single"
+    """How MIG devices are advertised; single keeps `nvidia.com/gpu`. Default single."""
+    dcgm_scrape_interval_seconds: int = Field(default=15, ge=1, le=300)
+    """How often Prometheus scrapes the DCGM exporter (its ServiceMonitor); the controller
+    counts the samples it expects in an idle window from it. Default 15."""
+
+
+class VolcanoConfig(ConfigModel):
+    """The Volcano Helm release and scheduler configuration."""
+
+    chart_version: str = "1.15.1"
+    """Pinned chart version; the release the local fleet runs (tools/go/volcano). Default 1.15.1."""
+    repository: str = "https://volcano-sh.github.io/helm-charts"
+    """Chart repository. Default the Volcano chart repository."""
+    namespace: NamespaceName = "volcano-system"
+    """Namespace of the release. Default volcano-system."""
+    actions: list[str] = Field(default_factory=lambda: ["enqueue", "allocate", "backfill"])
+    """Scheduler actions, in order. `preempt` and `reclaim` are refused: they evict running
+    pods on Volcano's own judgement, and the controller is the fleet's one preemptor. Default
+    enqueue, allocate, backfill."""
+    reserve_cpu_per_idle_gpu: float | None = Field(default=None, gt=0)
+    """Cores a pod without GPUs must leave idle per idle GPU of the node it goes to (Volcano's
+    resource-strategy-fit proportional predicate; its scores stay off). Keeps CPU-only pods
+    from taking the CPU that free GPUs need: on the Alibaba trace, 12 left 36-49 % fewer GPUs
+    unallocated when the cluster is full (docs/replay.md, pack mode), at the price that a
+    CPU-only pod waits while a GPU-only node's idle GPUs hold the CPU it needs. Default None
+    (off)."""
+
+
+class OpaConfig(ConfigModel):
+    """The OPA admission gate."""
+
+    deploy: bool = True
+    """Run OPA in the cluster with a validating webhook; false when OPA runs elsewhere (the
+    local stack runs it on loopback). Default true."""
+    image: ImageByDigest | None = None
+    """OPA's image by digest (`REPOSITORY@sha256:...`; `fleetplane image build` builds it from
+    the pinned OPA and prints the digest). Required with `deploy: true`. Default None."""
+    name: Name = "fleetplane-opa"
+    """Name of the Deployment, Service and webhook. Default fleetplane-opa."""
+    replicas: int = Field(default=2, ge=1)
+    """OPA replicas. Default 2."""
+    port: int = Field(default=8443, ge=1024, le=65535)
+    """HTTPS port of OPA. Default 8443."""
+    webhook_path: str = "/"
+    """Path the webhook posts AdmissionReviews to; `/` is OPA's default decision
+    (`data.system.main`). Default /."""
+    failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    """What the API server does when OPA does not answer. Fail: no namespace but the platform's
+    own (`system_namespaces`, outside the webhook's scope, so the cluster itself keeps
+    working) admits anything unchecked. Default Fail."""
+    webhook_timeout_seconds: int = Field(default=5, ge=1, le=30)
+    """Webhook timeout. Default 5."""
+    cert_validity_days: int = Field(default=825, ge=1)
+    """Validity of the generated serving certificate. Default 825."""
+    anonymous_webhook: bool = True
+    """Whether requests without a bearer token may ask for admission decisions (and nothing
+    else: policies/system/authz.rego). The API server of a managed control plane (EKS, GKE)
+    calls webhooks without credentials, so true there; false where the API server presents a
+    token (a self-managed control plane's AdmissionConfiguration). Default true."""
+    external_url: str | None = Field(default=None, pattern=r"^https://[^/:]+:[0-9]+/?$")
+    """With `deploy: false`, the HTTPS base URL (`https://HOST:PORT`) of an OPA that serves
+    outside the cluster but where the API server reaches it. The gate then declares its
+    policies, data, serving certificate (for HOST) and the webhook calling this URL, but no
+    Deployment or Service; whatever runs that OPA loads it from those objects (the local
+    stack: `fleetplane`, on loopback). None with `deploy: false`: no admission
+    gate at all. Default None."""
+
+    @property
+    def external_host(self) -> str | None:
+        """HOST of `external_url`."""
+        if self.external_url is None:
+            return None
+        return self.external_url.removeprefix("https://").split(":", 1)[0]
+
+    @property
+    def external_port(self) -> int | None:
+        """PORT of `external_url`."""
+        if self.external_url is None:
+            return None
+        return int(self.external_url.rstrip("/").rsplit(":", 1)[1])
+
+    @property
+    def gate(self) -> bool:
+        """Whether the admission gate (webhook, policies, data) is declared at all."""
+        return self.deploy or self.external_url is not None
+
+
+class ControllerConfig(ConfigModel):
+    """The runtime controller and its CronJob."""
+
+    deploy: bool = True
+    """Declare the CronJob (with its RBAC). Default true."""
+    suspend: bool = False
+    """Declare the CronJob suspended, so nothing in the cluster runs it (the local stack runs
+    the controller on the host; its ServiceAccount and RBAC still exist). Default false."""
+    image: ImageByDigest | None = None
+    """The controller's image by digest (`REPOSITORY@sha256:...`, as `fleetplane image build`
+    prints it). Required unless the CronJob is suspended or not declared. Default None."""
+    period_seconds: int = Field(default=300, ge=60, le=3600)
+    """Time between reconciles; a whole number of minutes dividing an hour. Default 300."""
+    preemption_pending_seconds: int = Field(default=600, ge=0)
+    """A higher-priority workload pending this long may preempt. Default 600."""
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    """Prometheus with the DCGM series. Default the in-cluster prometheus-operated service."""
+    opa_url: str | None = None
+    """OPA base URL; None for the in-cluster OPA Service (https). Default None."""
+    opa_ca_file: str | None = None
+    """CA bundle to verify OPA; None for the mounted CA of the in-cluster OPA. Default None."""
+    opa_token_file: str | None = None
+    """File holding the controller's bearer token for OPA; None for the token the CronJob
+    mounts from the gate's Secret. Default None."""
+    dry_run: bool = False
+    """Decide and log, but do not act. Default false."""
+    lease_name: Name = "fleetplane-controller"
+    """Lease that keeps two reconciles from overlapping. Default fleetplane-controller."""
+
+
+class PushgatewayConfig(ConfigModel):
+    """Where each controller pass pushes its metrics (Prometheus Pushgateway)."""
+
+    deploy: bool = True
+    """Run a Pushgateway in the system namespace (Deployment, Service, ServiceMonitor); false
+    when one runs elsewhere (the local stack runs it on loopback). Default true."""
+    image: str = "quay.io/prometheus/pushgateway:v1.5.1"
+    """Pinned Pushgateway image. Default quay.io/prometheus/pushgateway:v1.5.1."""
+    url: str | None = None
+    """Base URL the controller pushes to; None for the in-cluster Service. Default None."""
+
+
+class ObservabilityConfig(ConfigModel):
+    """Controller metrics, the alert and recording rules, the dashboards and the chargeback
+    report. Thresholds here are the alerts' (observability/rules.yaml reads them)."""
+
+    pushgateway: PushgatewayConfig = Field(default_factory=PushgatewayConfig)
+    """Default see `PushgatewayConfig`."""
+    prometheus_operator: bool = True
+    """Declare the PrometheusRule, the ServiceMonitor of the Pushgateway and the dashboards'
+    ConfigMaps (kube-prometheus-stack's CRDs and Grafana sidecar must be installed); false for
+    a cluster without them (the local stack loads the same rules into its own Prometheus).
+    Default true."""
+    namespace: NamespaceName = "monitoring"
+    """Namespace of kube-prometheus-stack, where the dashboards' ConfigMaps go. Default
+    monitoring."""
+    rule_labels: dict[str, str] = Field(
+        default_factory=lambda: {"release": "kube-prometheus-stack"}
+    )
+    """Labels of the PrometheusRule and ServiceMonitor, matching the Prometheus' rule and
+    monitor selectors. Default release=kube-prometheus-stack."""
+    idle_gpus_alert: int = Field(default=8, ge=1)
+    """A team with at least this many GPUs idle (judged by the controller) for
+    `idle_alert_for_seconds` fires FleetplaneTeamGpusIdle. Default 8."""
+    idle_alert_for_seconds: int = Field(default=1800, ge=0)
+    """How long the idle GPUs must stay above the line. Default 1800."""
+    hot_gpu_celsius: float = Field(default=85, gt=0)
+    """GPU temperature that fires FleetplaneGpuHot (the health check's line too). Default 85."""
+    queue_wait_target_seconds: float = Field(default=900, gt=0)
+    """Target of a team's p95 wait for accelerators (pending to running); above it for an hour
+    fires FleetplaneQueueWaitHigh. Default 900."""
+    inference_availability_target: float = Field(default=0.999, gt=0, le=1)
+    """Share of the time production inference replicas should be running, not pending; the
+    report compares against it. Default 0.999."""
+    controller_stale_seconds: int = Field(default=1800, ge=60)
+    """No successful controller pass for this long fires FleetplaneControllerNotRunning.
+    Default 1800."""
+    carbon_intensity_g_per_kwh: dict[str, float] = Field(default_factory=dict)
+    """Grid carbon intensity (gCO2eq/kWh) per cluster region, over the catalog's defaults
+    (`fleet.catalog.CARBON_INTENSITY_G_PER_KWH`, with their source). Default none."""
+
+    def carbon_intensity(self, region: str) -> tuple[float, str]:
+        """gCO2eq/kWh of a region, and where the figure comes from."""
+        if region in self.carbon_intensity_g_per_kwh:
+            return self.carbon_intensity_g_per_kwh[region], "stack configuration"
+        if region in catalog.CARBON_INTENSITY_G_PER_KWH:
+            return catalog.CARBON_INTENSITY_G_PER_KWH[region], catalog.CARBON_INTENSITY_SOURCE
+        return (
+            catalog.WORLD_CARBON_INTENSITY_G_PER_KWH,
+            "world average 2023 (Ember, Global Electricity Review 2024): no figure for "
+            f"region {region or '(none)'!r}",
+        )
