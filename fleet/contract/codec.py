@@ -246,17 +246,6 @@ def between(low: float, high: float) -> Check:
     return check
 
 
-def all_of(*checks: Check) -> Check:
-    def check(value: Any) -> str | None:
-        for one in checks:
-            reason = one(value)
-            if reason is not None:
-                return reason
-        return None
-
-    return check
-
-
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
 
 
