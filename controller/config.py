@@ -1,15 +1,15 @@
 """The controller's view of the rendered configuration document (docs/contracts.md).
 
 The controller reads the same JSON document OPA serves as `data.fleetplane.config` (in the
-cluster it is mounted from a ConfigMap): teams, models and prices, workload types with their idle
-rules, the budget ratios, and its own `controller` section. `load_config` validates what the
-controller relies on and collects every problem with its path instead of stopping at the first.
-Command-line options override the `controller` section (`Settings`).
+cluster it is mounted from a ConfigMap). Its shape is fleet/contract, whose one decoder collects
+every problem with its path instead of stopping at the first; this module is the pass's view of
+it (teams, models and prices, workload types, budget ratios, the lifetime rules and its own
+`controller` section). Command-line options override the `controller` section (`Settings`).
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from controller.errors import PermanentError
-from fleet.problems import grace_longer_than_window
+from fleet import contract
 
 
 class ConfigProblems(PermanentError):
@@ -28,14 +28,13 @@ class ConfigProblems(PermanentError):
         self.problems = problems
 
 
-@dataclass(frozen=True, kw_only=True)
-class IdleRule:
-    """`workload_types.<type>.idle`: below `util_threshold_percent` for `window_seconds`, then
-    warned, then reclaimable `grace_seconds` after the warning."""
+IdleRule = contract.IdleRule
+"""`workload_types.<type>.idle` (fleet/contract): below `util_threshold_percent` for
+`window_seconds`, then warned, then reclaimable `grace_seconds` after the warning."""
 
-    util_threshold_percent: float
-    window_seconds: int
-    grace_seconds: int
+LifetimeRules = contract.Lifetime
+"""The `lifetime` section (fleet/contract, the defaults of fleet.config.LifetimeConfig): how
+long work past its maximum runtime, orphaned work and stragglers are given."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +43,7 @@ class WorkloadType:
     preemptible: bool
     min_runtime_seconds: int
     idle: IdleRule | None
+    default_max_runtime_seconds: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,68 +64,35 @@ class Team:
     quota: dict[str, int]
 
 
-@dataclass(frozen=True, kw_only=True)
-class LifetimeRules:
-    """The `lifetime` section (fleet.config.LifetimeConfig, the same defaults): how long work
-    past its maximum runtime, orphaned work and stragglers are given."""
-
-    stop_grace_seconds: int = 1800
-    checkpoint_window_seconds: int = 3600
-    checkpoint_slack_seconds: int = 300
-    orphan_grace_seconds: int = 300
-    straggler_window_seconds: int = 1800
-    straggler_util_percent: float = 5.0
-    busy_util_percent: float = 50.0
+def owned_by_upgrade(path: str) -> bool:
+    """Problems the driver upgrade reports (`upgrade_settings`), not every pass."""
+    return path.split(".")[0].split("[")[0] in ("pools", "upgrade", "gpu_operator")
 
 
-def _lifetime(raw: Any, problems: list[str]) -> LifetimeRules:
-    """The `lifetime` section; absent means the defaults (a document rendered before it)."""
-    if raw is None:
-        return LifetimeRules()
-    if not isinstance(raw, dict):
-        problems.append("lifetime: must be an object")
-        return LifetimeRules()
-    values: dict[str, Any] = {}
-    for key in (
-        "stop_grace_seconds",
-        "checkpoint_window_seconds",
-        "checkpoint_slack_seconds",
-        "orphan_grace_seconds",
-        "straggler_window_seconds",
-    ):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            problems.append(f"lifetime.{key}: must be a non-negative integer")
-        else:
-            values[key] = value
-    for key in ("straggler_util_percent", "busy_util_percent"):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if not _number(value) or not 0 <= value <= 100:
-            problems.append(f"lifetime.{key}: must be a number from 0 to 100")
-        else:
-            values[key] = float(value)
-    if values.get("checkpoint_window_seconds") == 0:
-        problems.append("lifetime.checkpoint_window_seconds: must be positive")
-    return LifetimeRules(**values)
+def owned_by_health(path: str) -> bool:
+    """Problems the health remediation reports (`health_settings`), not every pass."""
+    parts = path.split(".")
+    return parts[0] == "health" or (parts[0] == "models" and parts[2:3] == ["thermal"])
 
 
 @dataclass(frozen=True, kw_only=True)
 class FleetView:
-    """The parts of the rendered document the controller uses; `raw` is the whole document."""
+    """The controller's view of the decoded document (`document`, fleet/contract); `raw` is
+    the document as read. `problems` are those of the sections only the upgrade and the health
+    remediation read, which report them (`owned_by_upgrade`, `owned_by_health`)."""
 
     raw: dict[str, Any]
+    document: contract.ConfigDocument
+    problems: tuple[tuple[str, str], ...] = ()
     teams: dict[str, Team]
     namespaces: dict[str, str]
     models: dict[str, Model]
     workload_types: dict[str, WorkloadType]
     warn_ratio: float
     deny_ratio: float
-    controller: dict[str, Any]
+    controller: contract.Controller
     lifetime: LifetimeRules = field(default_factory=LifetimeRules)
+    system_namespaces: frozenset[str] = frozenset()
 
     def team_of(self, namespace: str) -> Team | None:
         name = self.namespaces.get(namespace)
@@ -137,136 +104,61 @@ class FleetView:
                 return model
         return None
 
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    def problems_of(self, owned: Callable[[str], bool]) -> list[str]:
+        """`path: reason` of the document's problems that `owned(path)` accepts."""
+        return [f"{path}: {reason}" for path, reason in self.problems if owned(path)]
 
 
 def parse_config(raw: Any) -> FleetView:
-    """A `FleetView` of a rendered document, or `ConfigProblems` listing every problem."""
-    problems: list[str] = []
-    if not isinstance(raw, dict):
-        raise ConfigProblems(["<document>: must be a JSON object"])
-
-    def section(name: str) -> dict[str, Any]:
-        value = raw.get(name)
-        if not isinstance(value, dict):
-            problems.append(f"{name}: must be an object")
-            return {}
-        return value
-
-    workload_types: dict[str, WorkloadType] = {}
-    for name, wt in section("workload_types").items():
-        at = f"workload_types.{name}"
-        if not isinstance(wt, dict):
-            problems.append(f"{at}: must be an object")
-            continue
-        idle_raw = wt.get("idle")
-        idle: IdleRule | None = None
-        if isinstance(idle_raw, dict):
-            for key in ("util_threshold_percent", "window_seconds", "grace_seconds"):
-                if not _number(idle_raw.get(key)) or idle_raw[key] < 0:
-                    problems.append(f"{at}.idle.{key}: must be a non-negative number")
-            if not any(p.startswith(f"{at}.idle.") for p in problems):
-                if idle_raw["window_seconds"] <= 0:
-                    problems.append(f"{at}.idle.window_seconds: must be positive")
-                elif idle_raw["grace_seconds"] > idle_raw["window_seconds"]:
-                    problems.append(
-                        f"{at}.idle.grace_seconds: "
-                        + grace_longer_than_window(
-                            idle_raw["grace_seconds"], idle_raw["window_seconds"]
-                        )
-                    )
-                else:
-                    idle = IdleRule(
-                        util_threshold_percent=float(idle_raw["util_threshold_percent"]),
-                        window_seconds=int(idle_raw["window_seconds"]),
-                        grace_seconds=int(idle_raw["grace_seconds"]),
-                    )
-        elif idle_raw is not None:
-            problems.append(f"{at}.idle: must be an object or null")
-        min_runtime = wt.get("min_runtime_seconds", 0)
-        if not _number(min_runtime):
-            problems.append(f"{at}.min_runtime_seconds: must be a number")
-            min_runtime = 0
-        workload_types[name] = WorkloadType(
-            name=name,
-            preemptible=wt.get("preemptible") is True,
-            min_runtime_seconds=int(min_runtime),
-            idle=idle,
-        )
-
-    models: dict[str, Model] = {}
-    for name, model in section("models").items():
-        at = f"models.{name}"
-        prices = model.get("price_per_hour_usd") if isinstance(model, dict) else None
-        if not isinstance(prices, dict) or not all(_number(p) for p in prices.values()):
-            problems.append(f"{at}.price_per_hour_usd: must map capacity type to a number")
-            continue
-        missing = [k for k in ("resource", "node_label", "label_value") if not model.get(k)]
-        for key in missing:
-            problems.append(f"{at}.{key}: required")
-        if missing:
-            continue
-        models[name] = Model(
-            name=name,
-            resource=model["resource"],
-            node_label=model["node_label"],
-            label_value=model["label_value"],
-            price_per_hour_usd={k: float(v) for k, v in prices.items()},
-        )
-
-    teams: dict[str, Team] = {}
-    for name, team in section("teams").items():
-        at = f"teams.{name}"
-        if not isinstance(team, dict):
-            problems.append(f"{at}: must be an object")
-            continue
-        budget = team.get("monthly_budget_usd")
-        if not _number(budget):
-            problems.append(f"{at}.monthly_budget_usd: must be a number")
-            budget = 0.0
-        teams[name] = Team(
-            name=name,
-            namespaces=tuple(team.get("namespaces") or ()),
-            monthly_budget_usd=float(budget or 0.0),
-            guaranteed={k: int(v) for k, v in (team.get("guaranteed") or {}).items()},
-            quota={k: int(v) for k, v in (team.get("quota") or {}).items()},
-        )
-
-    namespaces = section("namespaces")
-    for ns, team_name in namespaces.items():
-        if team_name not in teams:
-            problems.append(f"namespaces.{ns}: unknown team {team_name!r}")
-
-    budget = section("budget")
-    ratios = {}
-    for key, default in (("warn_ratio", 0.8), ("deny_ratio", 1.0)):
-        value = budget.get(key, default)
-        if not _number(value) or value <= 0:
-            problems.append(f"budget.{key}: must be a positive number")
-            value = default
-        ratios[key] = float(value)
-
-    controller = raw.get("controller") or {}
-    if not isinstance(controller, dict):
-        problems.append("controller: must be an object")
-        controller = {}
-
-    lifetime = _lifetime(raw.get("lifetime"), problems)
-
+    """A `FleetView` of a rendered document, or `ConfigProblems` listing every problem of the
+    sections a pass reads (fleet/contract decodes; those of the upgrade and the health
+    remediation are theirs to report)."""
+    decoded = contract.decode_document(raw)
+    deferred = [(p, r) for p, r in decoded.problems if owned_by_upgrade(p) or owned_by_health(p)]
+    problems = [f"{p}: {r}" for p, r in decoded.problems if (p, r) not in deferred]
     if problems:
         raise ConfigProblems(problems)
+    document = decoded.document
     return FleetView(
         raw=raw,
-        teams=teams,
-        namespaces=dict(namespaces),
-        models=models,
-        workload_types=workload_types,
-        warn_ratio=ratios["warn_ratio"],
-        deny_ratio=ratios["deny_ratio"],
-        controller=controller,
-        lifetime=lifetime,
+        document=document,
+        problems=tuple(deferred),
+        teams={
+            name: Team(
+                name=name,
+                namespaces=team.namespaces,
+                monthly_budget_usd=float(team.monthly_budget_usd),
+                guaranteed=dict(team.guaranteed),
+                quota=dict(team.quota),
+            )
+            for name, team in document.teams.items()
+        },
+        namespaces=dict(document.namespaces),
+        models={
+            name: Model(
+                name=name,
+                resource=model.resource,
+                node_label=model.node_label,
+                label_value=model.label_value,
+                price_per_hour_usd={k: float(v) for k, v in model.price_per_hour_usd.items()},
+            )
+            for name, model in document.models.items()
+        },
+        workload_types={
+            name: WorkloadType(
+                name=name,
+                preemptible=wt.preemptible,
+                min_runtime_seconds=wt.min_runtime_seconds,
+                idle=wt.idle,
+                default_max_runtime_seconds=wt.default_max_runtime_seconds,
+            )
+            for name, wt in document.workload_types.items()
+        },
+        warn_ratio=float(document.budget.warn_ratio),
+        deny_ratio=float(document.budget.deny_ratio),
+        controller=document.controller,
+        lifetime=document.lifetime,
+        system_namespaces=frozenset(document.system_namespaces),
     )
 
 
@@ -340,26 +232,26 @@ class Settings:
     def from_config(cls, fleet: FleetView, **overrides: Any) -> Settings:
         section = fleet.controller
         values: dict[str, Any] = {
-            "prometheus_url": section.get("prometheus_url"),
-            "opa_url": section.get("opa_url"),
-            "opa_ca_file": section.get("opa_ca_file"),
-            "opa_token_file": section.get("opa_token_file") or None,
-            "opa_data_configmap": section.get("opa_data_configmap") or None,
-            "dry_run": bool(section.get("dry_run", False)),
-            "lease_name": section.get("lease_name") or "fleetplane-controller",
-            "lease_namespace": section.get("namespace") or "fleetplane-system",
-            "lease_seconds": int(section.get("period_seconds") or 300),
-            "preemption_pending_seconds": int(section.get("preemption_pending_seconds", 600)),
-            "pushgateway_url": section.get("pushgateway_url") or None,
+            "prometheus_url": section.prometheus_url,
+            "opa_url": section.opa_url,
+            "opa_ca_file": section.opa_ca_file,
+            "opa_token_file": section.opa_token_file or None,
+            "opa_data_configmap": section.opa_data_configmap or None,
+            "dry_run": section.dry_run,
+            "lease_name": section.lease_name or "fleetplane-controller",
+            "lease_namespace": section.namespace or "fleetplane-system",
+            "lease_seconds": int(section.period_seconds or 300),
+            "preemption_pending_seconds": section.preemption_pending_seconds,
+            "pushgateway_url": section.pushgateway_url or None,
         }
-        if section.get("query_timeout_seconds"):
-            values["query_timeout_seconds"] = float(section["query_timeout_seconds"])
-        if section.get("scrape_interval_seconds"):
-            values["scrape_interval_seconds"] = float(section["scrape_interval_seconds"])
+        if section.query_timeout_seconds:
+            values["query_timeout_seconds"] = float(section.query_timeout_seconds)
+        if section.scrape_interval_seconds:
+            values["scrape_interval_seconds"] = float(section.scrape_interval_seconds)
         given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
-        if "opa_url" not in given and section.get("opa_service"):
-            values["opa_service"] = section["opa_service"]
+        if "opa_url" not in given and section.opa_service:
+            values["opa_service"] = section.opa_service
         problems = [
             f"controller.{key}: required (or --{key.replace('_', '-')})"
             for key in ("prometheus_url", "opa_url")
@@ -373,4 +265,4 @@ class Settings:
 def period_seconds(fleet: FleetView, settings: Settings) -> float:
     """Seconds between two passes: `controller.period_seconds`, or else the Lease's duration
     (which defaults to it)."""
-    return float(fleet.controller.get("period_seconds") or settings.lease_seconds)
+    return float(fleet.controller.period_seconds or settings.lease_seconds)

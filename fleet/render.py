@@ -9,10 +9,16 @@ document.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, TypeVar, cast
 
-from fleet import catalog
+from fleet import catalog, contract
 from fleet.config import FleetConfig, PoolConfig, TeamConfig
+from fleet.contract import ConfigDocument, encode_document
+from fleet.contract.codec import Problems, decode, key_of
+from fleet.contract.fleet_sections import DriverManager
+
+T = TypeVar("T")
 
 OPA_CA_MOUNT = "/etc/fleetplane/opa-ca"
 """Where the controller CronJob mounts the CA of the in-cluster OPA."""
@@ -48,44 +54,64 @@ from each Volcano Job and plain pod the gate judged)."""
 
 def render_opa_data(config: FleetConfig) -> dict[str, Any]:
     """The document OPA serves as `data.fleetplane.config`."""
-    return {
-        "namespaces": {ns: team.name for team in config.teams for ns in team.effective_namespaces},
-        "teams": {team.name: _team(config, team) for team in config.teams},
-        "models": {
+    return encode_document(config_document(config))
+
+
+def config_document(config: FleetConfig) -> ConfigDocument:
+    """The typed document (fleet/contract) of a configuration, every default resolved."""
+    return ConfigDocument(
+        namespaces={ns: team.name for team in config.teams for ns in team.effective_namespaces},
+        teams={team.name: _team(config, team) for team in config.teams},
+        models={
             name: _model(name, model.price_per_hour_usd) for name, model in config.models.items()
         },
-        "workload_types": {
-            name: {
-                "max_accelerators": wt.max_accelerators,
-                "capacity": wt.capacity,
-                "priority_classes": [pc.name for pc in wt.priority_classes],
-                "default_max_runtime_seconds": wt.default_max_runtime_seconds,
-                "checkpoint_required_on_spot": wt.checkpoint_required_on_spot,
-                "budget_exempt": wt.budget_exempt,
-                "preemptible": wt.preemptible,
-                "min_runtime_seconds": wt.min_runtime_seconds,
-                "idle": wt.idle.model_dump() if wt.idle else None,
-                "max_idle_timeout_seconds": wt.max_idle_timeout_seconds,
-                "pod_security": wt.pod_security,
-            }
+        workload_types={
+            name: contract.WorkloadType(
+                max_accelerators=wt.max_accelerators,
+                capacity=wt.capacity,
+                priority_classes=tuple(pc.name for pc in wt.priority_classes),
+                default_max_runtime_seconds=wt.default_max_runtime_seconds,
+                checkpoint_required_on_spot=wt.checkpoint_required_on_spot,
+                budget_exempt=wt.budget_exempt,
+                preemptible=wt.preemptible,
+                min_runtime_seconds=wt.min_runtime_seconds,
+                idle=from_model(contract.IdleRule, wt.idle.model_dump()) if wt.idle else None,
+                max_idle_timeout_seconds=wt.max_idle_timeout_seconds,
+                pod_security=wt.pod_security,
+            )
             for name, wt in config.workload_types.items()
         },
-        "approval": config.approval.model_dump(),
-        "registries": list(config.registries),
-        "platform_repositories": platform_repositories(config),
-        "budget": config.budget.model_dump(),
-        "pools": {pool.name: _pool(config, pool) for pool in config.pools},
+        approval=from_model(contract.Approval, config.approval.model_dump()),
+        registries=tuple(config.registries),
+        platform_repositories=tuple(platform_repositories(config)),
+        budget=from_model(contract.Budget, config.budget.model_dump()),
+        pools={pool.name: _pool(config, pool) for pool in config.pools},
         # The pools reserved for some teams, with their teams: what the gate's fast path
         # walks instead of every pool (policies/fleetplane/admission/fast.rego).
-        "reserved_pools": {pool.name: list(pool.teams) for pool in config.pools if pool.teams},
-        "upgrade": config.upgrade.model_dump(),
-        "health": config.health.model_dump(),
-        "lifetime": config.lifetime.model_dump(),
-        "gpu_operator": {"namespace": config.gpu_operator.namespace},
-        "system_namespaces": config.system_namespaces(),
-        "platform": render_platform(config),
-        "controller": render_controller(config),
-    }
+        reserved_pools={pool.name: tuple(pool.teams) for pool in config.pools if pool.teams},
+        upgrade=from_model(contract.Upgrade, config.upgrade.model_dump()),
+        health=from_model(contract.Health, config.health.model_dump()),
+        lifetime=from_model(contract.Lifetime, config.lifetime.model_dump()),
+        gpu_operator=contract.GpuOperator(namespace=config.gpu_operator.namespace),
+        system_namespaces=tuple(config.system_namespaces()),
+        platform=from_model(contract.Platform, render_platform(config)),
+        controller=from_model(contract.Controller, render_controller(config)),
+    )
+
+
+def from_model(cls: type[T], values: dict[str, Any]) -> T:
+    """A contract section from a configuration model's values (`model_dump()`), decoded as the
+    controller will decode it: a setting of the model the contract lacks, or a value it would
+    refuse, is a bug here, not in a cluster."""
+    unknown = set(values) - {key_of(f) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    problems = Problems()
+    decoded = decode(cls, values, cls.__name__, problems)
+    if unknown or problems.items:
+        raise ValueError(
+            f"{cls.__name__} does not hold the configuration's values: unknown "
+            f"{sorted(unknown)}, {problems.lines()}; add the setting to fleet/contract"
+        )
+    return decoded
 
 
 def render_platform(config: FleetConfig) -> dict[str, Any]:
@@ -122,48 +148,48 @@ def render_approvals(config: FleetConfig) -> dict[str, Any]:
     }
 
 
-def _team(config: FleetConfig, team: TeamConfig) -> dict[str, Any]:
+def _team(config: FleetConfig, team: TeamConfig) -> contract.Team:
     resources = config.accelerator_resources()
-    return {
-        "namespaces": team.effective_namespaces,
-        "monthly_budget_usd": team.monthly_budget_usd,
-        "allowed_models": config.allowed_models(team),
-        "default_model": config.default_model(team),
-        "guaranteed": {r: team.guaranteed.get(r, 0) for r in resources},
-        "quota": {r: team.quota.get(r, 0) for r in resources},
-        "budget_exempt_types": list(team.budget_exempt_types),
-        "queue": team.name,
-    }
+    return contract.Team(
+        namespaces=tuple(team.effective_namespaces),
+        monthly_budget_usd=team.monthly_budget_usd,
+        allowed_models=tuple(config.allowed_models(team)),
+        default_model=config.default_model(team),
+        guaranteed={r: team.guaranteed.get(r, 0) for r in resources},
+        quota={r: team.quota.get(r, 0) for r in resources},
+        budget_exempt_types=tuple(team.budget_exempt_types),
+        queue=team.name,
+    )
 
 
-def _model(name: str, prices: Any) -> dict[str, Any]:
+def _model(name: str, prices: Any) -> contract.Model:
     model = catalog.MODELS[name]
     thermal = model.thermal
-    return {
-        "resource": model.resource,
-        "node_label": model.node_label,
-        "label_value": model.label_value,
-        "price_per_hour_usd": prices.model_dump(by_alias=True),
-        "thermal": {"hot_c": thermal.hot_c, "cool_c": thermal.cool_c} if thermal else None,
-    }
+    return contract.Model(
+        resource=model.resource,
+        node_label=model.node_label,
+        label_value=model.label_value,
+        price_per_hour_usd=prices.model_dump(by_alias=True),
+        thermal=contract.Thermal(hot_c=thermal.hot_c, cool_c=thermal.cool_c) if thermal else None,
+    )
 
 
-def _pool(config: FleetConfig, pool: PoolConfig) -> dict[str, Any]:
-    return {
-        "cluster": config.cluster_of(pool).name,
-        "model": pool.model,
-        "resource": pool.resource,
-        "capacity_type": pool.capacity_type,
-        "machine_type": pool.machine_type,
-        "accelerators_per_node": pool.accelerators,
-        "allocatable_per_node": pool.allocatable_per_node,
-        "min_nodes": pool.min_nodes,
-        "max_nodes": pool.max_nodes,
-        "max_unavailable": pool.max_unavailable,
-        "driver_manager": config.driver_manager(pool),
-        "driver_version": config.driver_version(pool),
-        "teams": list(pool.teams),
-    }
+def _pool(config: FleetConfig, pool: PoolConfig) -> contract.Pool:
+    return contract.Pool(
+        cluster=config.cluster_of(pool).name,
+        model=pool.model,
+        resource=pool.resource,
+        capacity_type=pool.capacity_type,
+        machine_type=pool.machine_type,
+        accelerators_per_node=pool.accelerators,
+        allocatable_per_node=pool.allocatable_per_node,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        max_unavailable=pool.max_unavailable,
+        driver_manager=cast(DriverManager, config.driver_manager(pool)),
+        driver_version=config.driver_version(pool),
+        teams=tuple(pool.teams),
+    )
 
 
 def render_controller(config: FleetConfig) -> dict[str, Any]:

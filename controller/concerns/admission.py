@@ -22,8 +22,7 @@ from controller.errors import PermanentError
 def run(view: PassView) -> None:
     rt, snapshot = view.rt, view.snapshot
     objects = by_uid(snapshot.workload_objects)
-    system = frozenset(rt.fleet.raw.get("system_namespaces") or ())
-    act_on_records(rt, workload_records(snapshot.workload_objects, system))
+    act_on_records(rt, workload_records(snapshot.workload_objects, rt.fleet.system_namespaces))
     period = period_seconds(rt.fleet, rt.settings)
     reservations = plan_reservations(
         snapshot.pods, snapshot.nodes, objects, rt.fleet, rt.now, horizon_seconds=2 * period

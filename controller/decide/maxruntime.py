@@ -170,12 +170,12 @@ def judge(
         return RuntimeJudgement(
             pod=pod, verdict=Verdict.EXEMPT, reason=f"labelled {keys.EXEMPT}=true"
         )
-    raw_type = (fleet.raw.get("workload_types") or {}).get(pod.workload_type or "")
-    limit = raw_type.get("default_max_runtime_seconds") if isinstance(raw_type, dict) else None
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+    workload_type = fleet.workload_types.get(pod.workload_type or "")
+    limit = workload_type.default_max_runtime_seconds if workload_type else None
+    if limit is None or limit <= 0:
         why = (
             f"workload type {pod.workload_type} has no maximum runtime"
-            if isinstance(raw_type, dict)
+            if workload_type
             else f"no known {keys.WORKLOAD_TYPE} label ({pod.workload_type!r})"
         )
         return RuntimeJudgement(pod=pod, verdict=Verdict.UNBOUNDED, reason=why)

@@ -68,10 +68,9 @@ class ReservationPlan:
 def runtime_bounds(fleet: FleetView) -> dict[str, int | None]:
     """Workload type -> its default_max_runtime_seconds (None without one)."""
     bounds: dict[str, int | None] = {}
-    for name, raw in (fleet.raw.get("workload_types") or {}).items():
-        value = raw.get("default_max_runtime_seconds") if isinstance(raw, dict) else None
-        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        bounds[name] = value if ok else None
+    for name, workload_type in fleet.workload_types.items():
+        value = workload_type.default_max_runtime_seconds
+        bounds[name] = value if value is not None and value > 0 else None
     return bounds
 
 

@@ -1,13 +1,14 @@
-"""The health remediation's view of the rendered configuration (`health` section, the models'
-`thermal` lines; docs/contracts.md). `health_settings` collects every problem with its path."""
+"""The health remediation's view of the decoded configuration (fleet/contract: the `health`
+section, the models' `thermal` lines; docs/contracts.md). `health_settings` reports every
+problem of those with its path."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
-from controller.config import ConfigProblems, FleetView
+from controller.config import ConfigProblems, FleetView, owned_by_health
 from controller.upgrade.limits import resolve_max_unavailable
 from controller.upgrade.settings import UpgradeSettings, upgrade_settings
 
@@ -54,52 +55,29 @@ class HealthSettings:
 
 
 def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
-    raw = fleet.raw
-    problems: list[str] = []
-    section = raw.get("health") or {}
-    if not isinstance(section, dict):
-        problems.append("health: must be an object")
-        section = {}
-    values: dict[str, Any] = {}
-    limit = section.get("max_unavailable", "10%")
-    if resolve_max_unavailable(limit, 1) is None:
-        problems.append(f'health.max_unavailable: must be an integer or "N%", not {limit!r}')
-    else:
-        values["max_unavailable"] = limit
-    for key in (
-        "signal_window_seconds",
-        "stale_after_seconds",
-        "hot_for_seconds",
-        "checkpoint_window_seconds",
-        "checkpoint_max_age_seconds",
-        "remediation_timeout_seconds",
-        "validation_timeout_seconds",
-    ):
-        value = section.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            problems.append(f"health.{key}: must be a non-negative integer")
-        else:
-            values[key] = value
-    scrape = fleet.controller.get("scrape_interval_seconds", 15)
-    if isinstance(scrape, int | float) and not isinstance(scrape, bool) and scrape > 0:
+    """`HealthSettings` from the decoded document; `overrides` (keyword = field name) win.
+    Raises `ConfigProblems` listing every problem: the decoder's in `health` and the models'
+    `thermal` lines, and the upgrade's (for the validator pod)."""
+    problems = fleet.problems_of(owned_by_health)
+    section = fleet.document.health
+    values: dict[str, Any] = {
+        "max_unavailable": section.max_unavailable,
+        "signal_window_seconds": section.signal_window_seconds,
+        "stale_after_seconds": section.stale_after_seconds,
+        "hot_for_seconds": section.hot_for_seconds,
+        "checkpoint_window_seconds": section.checkpoint_window_seconds,
+        "checkpoint_max_age_seconds": section.checkpoint_max_age_seconds,
+        "remediation_timeout_seconds": section.remediation_timeout_seconds,
+        "validation_timeout_seconds": section.validation_timeout_seconds,
+    }
+    scrape = fleet.controller.scrape_interval_seconds
+    if scrape > 0:
         values["scrape_interval_seconds"] = int(scrape)
-    thermal: dict[str, tuple[float, float]] = {}
-    for name, model in (raw.get("models") or {}).items():
-        lines = model.get("thermal") if isinstance(model, dict) else None
-        if lines is None:
-            continue
-        hot, cool = (
-            (lines.get("hot_c"), lines.get("cool_c")) if isinstance(lines, dict) else (None, None)
-        )
-        if not (_number(hot) and _number(cool)) or cool >= hot:
-            problems.append(
-                f"models.{name}.thermal: hot_c and cool_c must be numbers, cool_c below hot_c"
-            )
-            continue
-        thermal[str(model.get("label_value", name))] = (float(hot), float(cool))
-    values["thermal"] = thermal
+    values["thermal"] = {
+        model.label_value or name: (float(model.thermal.hot_c), float(model.thermal.cool_c))
+        for name, model in fleet.document.models.items()
+        if model.thermal is not None
+    }
     try:
         values["upgrade"] = upgrade_settings(fleet)
     except ConfigProblems as error:
@@ -108,7 +86,3 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         raise ConfigProblems(problems)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return HealthSettings(**values)
-
-
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)

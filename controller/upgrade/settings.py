@@ -1,29 +1,28 @@
-"""The upgrade's view of the rendered configuration (docs/contracts.md).
+"""The upgrade's view of the decoded configuration (fleet/contract, docs/contracts.md).
 
 Targets come from `pools.<pool>.driver_version` (pools whose driver the GPU Operator installs;
 a pool without a driver version is not rolled), limits from `pools.<pool>.max_unavailable` and
 `upgrade.max_parallel`, windows from `upgrade.maintenance_windows`. The remaining settings are
 optional keys of the `upgrade` section with the defaults documented on `UpgradeSettings`.
-`upgrade_settings` collects every problem with its path instead of stopping at the first.
+The decoder checks every value's type and range; `upgrade_settings` adds what only the upgrade
+knows (windows, the selector) and reports every problem with its path.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from controller.config import ConfigProblems, FleetView
+from controller.config import ConfigProblems, FleetView, owned_by_upgrade
 from controller.upgrade.limits import Window, parse_window, resolve_max_unavailable
 from controller.upgrade.selectors import Selector, parse_selector
+from fleet.contract.codec import encode
 
 _DEFAULT_SELECTOR = parse_selector("app=nvidia-driver-daemonset")
 
 DEFAULT_DRIVER_NAMESPACE = "gpu-operator"
 DEFAULT_DRIVER_SELECTOR = _DEFAULT_SELECTOR.text
 DEFAULT_VALIDATOR_IMAGE = "registry.fleetplane.internal/fleetplane/controller:0.1.0"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,112 +88,60 @@ class UpgradeSettings:
     xid_wait_seconds: float | None = None
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def upgrade_settings(fleet: FleetView, **overrides: Any) -> UpgradeSettings:
-    """`UpgradeSettings` from the rendered document; `overrides` (keyword = field name) win.
-    Raises `ConfigProblems` listing every problem."""
-    raw = fleet.raw
-    problems: list[str] = []
+    """`UpgradeSettings` from the decoded document; `overrides` (keyword = field name) win.
+    Raises `ConfigProblems` listing every problem: the decoder's in `pools`, `upgrade` and
+    `gpu_operator`, and those of the windows and the selector."""
+    document = fleet.document
+    problems = fleet.problems_of(owned_by_upgrade)
     pools: dict[str, PoolTarget] = {}
-    pools_raw = raw.get("pools") or {}
-    if not isinstance(pools_raw, dict):
-        problems.append("pools: must be an object")
-        pools_raw = {}
-    for name, pool in pools_raw.items():
-        at = f"pools.{name}"
-        if not isinstance(pool, dict):
-            problems.append(f"{at}: must be an object")
-            continue
-        version = pool.get("driver_version")
-        if not version or pool.get("driver_manager") == "cloud":
+    for name, pool in document.pools.items():
+        if not pool.driver_version or pool.driver_manager == "cloud":
             continue  # the driver comes with the node image: nothing to roll
-        if not isinstance(version, str):
-            problems.append(f"{at}.driver_version: must be a string")
-            continue
-        limit = pool.get("max_unavailable", 1)
-        if resolve_max_unavailable(limit, 1) is None:
-            problems.append(
-                f"{at}.max_unavailable: must be a non-negative integer or a percentage like "
-                f'"10%", not {limit!r}'
-            )
-            continue
-        pools[name] = PoolTarget(name=name, driver_version=version, max_unavailable=limit)
+        if resolve_max_unavailable(pool.max_unavailable, 1) is None:
+            continue  # reported by the decoder
+        pools[name] = PoolTarget(
+            name=name, driver_version=pool.driver_version, max_unavailable=pool.max_unavailable
+        )
 
-    section = raw.get("upgrade") or {}
-    if not isinstance(section, dict):
-        problems.append("upgrade: must be an object")
-        section = {}
-    windows_raw = section.get("maintenance_windows")
+    section = document.upgrade
     windows: list[Window] = []
-    if not isinstance(windows_raw, list):
-        problems.append("upgrade.maintenance_windows: must be a list")
+    if section.maintenance_windows is None:
+        if not any(p.startswith("upgrade.maintenance_windows") for p in problems):
+            problems.append("upgrade.maintenance_windows: must be a list")
     else:
-        for i, item in enumerate(windows_raw):
-            window = parse_window(item, f"upgrade.maintenance_windows[{i}]", problems)
+        for i, item in enumerate(section.maintenance_windows):
+            window = parse_window(encode(item), f"upgrade.maintenance_windows[{i}]", problems)
             if window is not None:
                 windows.append(window)
 
-    values: dict[str, Any] = {}
-
-    def whole(key: str, *, minimum: int, fallback: str | None = None) -> None:
-        source = key if key in section or fallback is None else fallback
-        if section.get(source) is None:  # absent, or rendered as null: the default applies
-            return
-        value = section[source]
-        if not _whole(value) or value < minimum:
-            problems.append(f"upgrade.{source}: must be an integer of at least {minimum}")
-        else:
-            values[key] = value
-
-    whole("max_parallel", minimum=1)
-    whole("wait_for_jobs_timeout_seconds", minimum=0, fallback="drain_timeout_seconds")
-    whole("checkpoint_max_age_seconds", minimum=0)
-    whole("validation_timeout_seconds", minimum=1)
-    whole("max_temperature_c", minimum=1)
-    if section.get("xid_wait_seconds") is not None:
-        wait = section["xid_wait_seconds"]
-        if not _number(wait) or not 0 <= wait <= 60:
-            problems.append("upgrade.xid_wait_seconds: must be a number from 0 to 60")
-        else:
-            values["xid_wait_seconds"] = float(wait)
-
-    operator = raw.get("gpu_operator") if isinstance(raw.get("gpu_operator"), dict) else {}
-    controller = fleet.controller
-    names = {
-        "driver_namespace": section.get("driver_namespace")
-        or (operator or {}).get("namespace")
+    values: dict[str, Any] = {
+        "max_parallel": section.max_parallel,
+        "wait_for_jobs_timeout_seconds": section.drain_timeout_seconds
+        if section.wait_for_jobs_timeout_seconds is None
+        else section.wait_for_jobs_timeout_seconds,
+        "checkpoint_max_age_seconds": section.checkpoint_max_age_seconds,
+        "validation_timeout_seconds": section.validation_timeout_seconds,
+        "driver_namespace": section.driver_namespace
+        or document.gpu_operator.namespace
         or DEFAULT_DRIVER_NAMESPACE,
-        "validator_namespace": section.get("validator_namespace")
-        or controller.get("namespace")
+        "validator_namespace": section.validator_namespace
+        or fleet.controller.namespace
         or "fleetplane-system",
+        "validator_image": section.validator_image
+        or fleet.controller.image
+        or DEFAULT_VALIDATOR_IMAGE,
     }
-    for key, value in names.items():
-        if not isinstance(value, str) or not _DNS_LABEL.match(value):
-            problems.append(f"upgrade.{key}: must be a namespace name, not {value!r}")
-        else:
-            values[key] = value
-    selector_text = section.get("driver_selector", DEFAULT_DRIVER_SELECTOR)
+    if section.max_temperature_c is not None:
+        values["max_temperature_c"] = section.max_temperature_c
+    if section.xid_wait_seconds is not None:
+        values["xid_wait_seconds"] = float(section.xid_wait_seconds)
+    if section.validator_runtime_class:
+        values["validator_runtime_class"] = section.validator_runtime_class
     try:
-        values["driver_selector"] = parse_selector(selector_text)
+        values["driver_selector"] = parse_selector(section.driver_selector)
     except ValueError as error:
         problems.append(f"upgrade.driver_selector: {error}")
-    image = section.get("validator_image") or controller.get("image") or DEFAULT_VALIDATOR_IMAGE
-    if not isinstance(image, str):
-        problems.append("upgrade.validator_image: must be a string")
-    else:
-        values["validator_image"] = image
-    runtime_class = section.get("validator_runtime_class")
-    if runtime_class is not None and not isinstance(runtime_class, str):
-        problems.append("upgrade.validator_runtime_class: must be a string")
-    elif runtime_class:
-        values["validator_runtime_class"] = runtime_class
 
     if problems:
         raise ConfigProblems(problems)

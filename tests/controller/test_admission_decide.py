@@ -170,13 +170,12 @@ def test_a_reservation_is_what_the_live_pods_will_still_cost_keyed_by_the_top_ow
 
 
 def test_a_workload_without_a_runtime_bound_is_reserved_until_the_horizon() -> None:
-    view = fleet()
-    bounds = {
-        n: (w.get("default_max_runtime_seconds") if isinstance(w, dict) else None)
-        for n, w in view.raw["workload_types"].items()
-    }
-    view.raw["workload_types"]["training"]["default_max_runtime_seconds"] = None
+    bounds = {n: w.default_max_runtime_seconds for n, w in fleet().workload_types.items()}
     assert bounds["training"] is not None
+    config = json.loads((CORPUS_DIR / "config.json").read_text())
+    config["namespaces"]["ml-research"] = "research"
+    config["workload_types"]["training"]["default_max_runtime_seconds"] = None
+    view = parse_config(config)
     plan = plan_reservations([pod("a", "p-a", None)], {}, {}, view, NOW, horizon_seconds=600)
     (only,) = plan.reservations
     assert only.key == "p-a" and only.uids == ()
