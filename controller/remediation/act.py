@@ -13,33 +13,43 @@ Under `--dry-run` OPA is asked and every action printed; nothing is written.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
-from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
 from controller.log import Log
-from controller.observe.kube import KubeClient, pod_path
+from controller.nodeflow.act import (
+    Eviction,
+    confirm_state,
+    create_validator,
+    delete_exactly,
+    evict,
+    node_path,
+    pod_ref,
+    retaint,
+    set_unschedulable,
+    state_label,
+    write_node_state,
+)
+from controller.nodeflow.act import node_ref as node_ref
+from controller.observe.kube import KubeClient
 from controller.observe.model import format_time
 from controller.remediation import states
-from controller.remediation.plan import (
+from controller.remediation.plan import Plan
+from controller.remediation.steps import (
     RETURN,
     Condition,
     Cordon,
     CreateValidator,
     DeleteValidator,
     Evict,
-    Plan,
     Step,
     Taint,
     Uncordon,
     Untaint,
 )
-from controller.upgrade.act import _delete_exactly, node_path, node_ref, pod_ref
 
 CONCERN = "health"
 DECISION = "health"
@@ -121,7 +131,7 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     evicted: dict[str, dict[str, Any]] = {}
     planned = {
         a.pod.key: {
-            "gpus": a.pod.pod.devices,
+            "gpus": a.pod.devices,
             "lost_seconds": int(a.lost_seconds),
             "at": int(rt.now),
         }
@@ -147,14 +157,11 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         if isinstance(action, Cordon | Uncordon):
             cordon = isinstance(action, Cordon)
             mark = {states.CORDONED_ANNOTATION: "true" if cordon else None}
-            updated = rt.kube.merge_patch(
-                node_path(name),
-                {"spec": {"unschedulable": cordon}, "metadata": {"annotations": mark}},
-            )
-            version = updated["metadata"]["resourceVersion"]
+            version = set_unschedulable(rt.kube, name, cordon, annotations=mark)
             rt.done(CONCERN, action.name, name, step.reason)
         elif isinstance(action, Taint | Untaint):
-            retainted = _retaint(rt.kube, name, version, action)
+            value = action.value if isinstance(action, Taint) else None
+            retainted = retaint(rt.kube, name, action.key, value)
             if retainted is not None:
                 version = retainted["metadata"]["resourceVersion"]
             rt.done(CONCERN, action.name, name, step.reason)
@@ -178,11 +185,10 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             else:
                 complete = False
         elif isinstance(action, CreateValidator):
-            with contextlib.suppress(ConflictError):
-                rt.kube.create(pod_path(action.manifest["metadata"]["namespace"]), action.manifest)
+            create_validator(rt.kube, action.manifest)
             rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
         elif isinstance(action, DeleteValidator):
-            _delete_exactly(rt.kube, action.pod.pod)  # type: ignore[arg-type]
+            delete_exactly(rt.kube, action.pod)
             rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     detail: Any = step.detail
     if planned:
@@ -215,55 +221,26 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     return True
 
 
-def _retaint(
-    kube: KubeClient, name: str, version: str | None, action: Taint | Untaint
-) -> dict[str, Any] | None:
-    """Add or remove the quarantine taint. A node's taints have no strategic merge key, so the
-    whole list is written, computed from the node as read and guarded by its resourceVersion
-    (a conflict re-reads it and computes again)."""
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        source = current if current is not None else kube.get(node_path(name))
-        taints = [
-            t
-            for t in (source.get("spec") or {}).get("taints") or ()
-            if t.get("key") != states.TAINT_KEY
-        ]
-        if isinstance(action, Taint):
-            taints.append({"key": states.TAINT_KEY, "value": action.value, "effect": "NoSchedule"})
-        return {
-            "spec": {"taints": taints},
-            "metadata": {"resourceVersion": (source.get("metadata") or {}).get("resourceVersion")},
-        }
-
-    return patch_fresh(kube, node_path(name), None, build)
-
-
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
-    pod = action.pod.pod
-    try:
-        rt.kube.evict(
-            pod.namespace, pod.name, uid=pod.uid, grace_seconds=rt.settings.eviction_grace_seconds
-        )
-    except ConflictError as error:
-        rt.log.info("health.evict.replaced", pod=pod.key, node=node, reason=str(error))
-        rt.summary.action(CONCERN, "evict", "replaced")
-        return False
-    except TooManyRequestsError as error:
-        report.refused_evictions.append(f"{pod.key}: {error}")
-        rt.log.info("health.evict.refused", pod=pod.key, node=node, error=str(error))
-        rt.summary.action(CONCERN, "evict", "blocked")
-        return False
-    except NotFoundError:
-        return True
-    rt.done(CONCERN, "evict", pod.key, action.why, node=node, lost_seconds=int(action.lost_seconds))
-    rt.events.emit(
-        pod_ref(pod),  # type: ignore[arg-type]
-        "GpuHealthEviction",
-        f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
-        f"{int(action.lost_seconds)}s of work since the last checkpoint",
-        warning=True,
+    pod = action.pod
+    outcome, message = evict(
+        rt, CONCERN, pod, node, grace_seconds=rt.settings.eviction_grace_seconds
     )
+    if outcome is Eviction.REFUSED:
+        report.refused_evictions.append(f"{pod.key}: {message}")
+    if outcome in (Eviction.REPLACED, Eviction.REFUSED):
+        return False
+    if outcome is Eviction.EVICTED:
+        rt.done(
+            CONCERN, "evict", pod.key, action.why, node=node, lost_seconds=int(action.lost_seconds)
+        )
+        rt.events.emit(
+            pod_ref(pod),
+            "GpuHealthEviction",
+            f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
+            f"{int(action.lost_seconds)}s of work since the last checkpoint",
+            warning=True,
+        )
     return True
 
 
@@ -280,34 +257,33 @@ def write_state(
     """Write the step's state (or remove it: back in service), timer, detail and remediation
     request; confirm; Event. None when the node left the step's state meanwhile."""
     name = step.node.name
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            if labels.get(states.STATE_LABEL) != step.state:
-                return None
-        metadata: dict[str, Any] = {}
-        annotations: dict[str, str | None] = {}
-        if step.next_state:
-            following = None if step.next_state == RETURN else step.next_state
-            metadata["labels"] = {states.STATE_LABEL: following}
-            annotations[states.SINCE_ANNOTATION] = None if following is None else str(int(now))
-        elif step.stamp:
-            annotations[states.SINCE_ANNOTATION] = str(int(now))
-        if detail is not None:
-            annotations[states.DETAIL_ANNOTATION] = detail.encode()
-        if step.request is not None:
-            for key in (
-                states.REQUEST_ANNOTATION,
-                states.REQUEST_ID_ANNOTATION,
-                states.DONE_ANNOTATION,
-            ):
-                annotations[key] = step.request.get(key)
-        if annotations:
-            metadata["annotations"] = annotations
-        return {"metadata": metadata}
-
-    updated = patch_fresh(kube, node_path(name), resource_version, build)
+    metadata: dict[str, Any] = {}
+    annotations: dict[str, str | None] = {}
+    if step.next_state:
+        following = None if step.next_state == RETURN else step.next_state
+        metadata["labels"] = {states.STATE_LABEL: following}
+        annotations[states.SINCE_ANNOTATION] = None if following is None else str(int(now))
+    elif step.stamp:
+        annotations[states.SINCE_ANNOTATION] = str(int(now))
+    if detail is not None:
+        annotations[states.DETAIL_ANNOTATION] = detail.encode()
+    if step.request is not None:
+        for key in (
+            states.REQUEST_ANNOTATION,
+            states.REQUEST_ID_ANNOTATION,
+            states.DONE_ANNOTATION,
+        ):
+            annotations[key] = step.request.get(key)
+    if annotations:
+        metadata["annotations"] = annotations
+    updated = write_node_state(
+        kube,
+        name,
+        label=states.STATE_LABEL,
+        expected=step.state,
+        metadata=metadata,
+        resource_version=resource_version,
+    )
     if updated is None:
         log.warning(
             "health.state.skipped",
@@ -315,13 +291,10 @@ def write_state(
             reason=f"the node left state {step.state or 'in service'} meanwhile",
         )
         return None
-    found = ((updated.get("metadata") or {}).get("labels") or {}).get(states.STATE_LABEL)
+    found = state_label(updated, states.STATE_LABEL)
     if step.next_state:
         wanted = None if step.next_state == RETURN else step.next_state
-        if found != wanted:
-            raise TemporaryError(
-                f"node {name}: state label reads {found!r} after writing {wanted!r}"
-            )
+        confirm_state(name, found, wanted)
         reason_key = None if step.next_state == RETURN else step.next_state
         events.emit(
             node_ref(name),

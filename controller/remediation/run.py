@@ -20,6 +20,7 @@ from controller.config import FleetView, Settings
 from controller.errors import ControllerError, InjectedFault, LeaseHeldError, error_kind
 from controller.lease import Lease, held
 from controller.log import Log
+from controller.nodeflow.act import node_ref
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
 from controller.pass_result import PassOutcome
@@ -29,7 +30,6 @@ from controller.remediation.observe import HealthSnapshot, take_health_snapshot
 from controller.remediation.plan import Plan, plan_pass
 from controller.remediation.settings import HealthSettings
 from controller.summary import Summary
-from controller.upgrade.act import node_ref
 
 LEASE_SUFFIX = "-health"
 CONCERN = "health"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from controller.config import ConfigProblems, FleetView
-from controller.upgrade.limits import resolve_max_unavailable
+from controller.nodeflow.slots import resolve_max_unavailable
 from controller.upgrade.settings import UpgradeSettings, upgrade_settings
 
 GANG_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -1,0 +1,161 @@
+"""The side effects every node workflow shares, each idempotent: cordon and uncordon, a taint,
+an eviction that deletes exactly the pod judged, the validator pod created or deleted, and a
+state written with the resourceVersion last seen and read back.
+
+Errors are raised to the mode's step (`Runtime.guarded` logs and counts them); an eviction's
+expected refusals are outcomes, not errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from enum import StrEnum
+from typing import Any
+
+from controller.act.events import ObjectRef
+from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
+from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
+from controller.nodeflow.pods import PodView
+from controller.observe.kube import KubeClient, object_path, pod_path
+
+
+class NodeRef(ObjectRef):
+    """A Node as an Event's involved object: cluster-scoped, so the Event lives in `default`
+    and names no namespace (what `kubectl describe node` looks for)."""
+
+    def involved(self) -> dict[str, Any]:
+        ref = ObjectRef.involved(self)
+        ref.pop("namespace", None)
+        return ref
+
+
+def node_ref(name: str) -> NodeRef:
+    return NodeRef(api_version="v1", kind="Node", namespace="default", name=name)
+
+
+def pod_ref(pod: PodView) -> ObjectRef:
+    return ObjectRef(
+        api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
+    )
+
+
+def node_path(name: str) -> str:
+    return object_path("v1", "nodes", None, name)
+
+
+def set_unschedulable(
+    kube: KubeClient, name: str, unschedulable: bool, *, annotations: dict[str, str | None] | None
+) -> str:
+    """Cordon or uncordon the node, with `annotations` in the same patch (a mode's mark that it
+    cordoned the node). Returns the node's new resourceVersion."""
+    patch: dict[str, Any] = {"spec": {"unschedulable": unschedulable}}
+    if annotations is not None:
+        patch["metadata"] = {"annotations": annotations}
+    updated = kube.merge_patch(node_path(name), patch)
+    return str(updated["metadata"]["resourceVersion"])
+
+
+def retaint(kube: KubeClient, name: str, key: str, value: str | None) -> dict[str, Any] | None:
+    """Add (`value` set) or remove the NoSchedule taint `key`. A node's taints have no strategic
+    merge key, so the whole list is written, computed from the node as read and guarded by its
+    resourceVersion (a conflict re-reads it and computes again)."""
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        source = current if current is not None else kube.get(node_path(name))
+        taints = [t for t in (source.get("spec") or {}).get("taints") or () if t.get("key") != key]
+        if value is not None:
+            taints.append({"key": key, "value": value, "effect": "NoSchedule"})
+        return {
+            "spec": {"taints": taints},
+            "metadata": {"resourceVersion": (source.get("metadata") or {}).get("resourceVersion")},
+        }
+
+    return patch_fresh(kube, node_path(name), None, build)
+
+
+def delete_exactly(kube: KubeClient, pod: PodView) -> None:
+    """Delete this pod and no other: a replacement with the same name has another uid."""
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+    # Not found, or a precondition miss (replaced): either way the pod meant is gone.
+    with contextlib.suppress(NotFoundError, ConflictError):
+        kube.delete(pod_path(pod.namespace, pod.name), body)
+
+
+def create_validator(kube: KubeClient, manifest: dict[str, Any]) -> None:
+    # A conflict means an earlier, interrupted pass created it already.
+    with contextlib.suppress(ConflictError):
+        kube.create(pod_path(manifest["metadata"]["namespace"]), manifest)
+
+
+class Eviction(StrEnum):
+    EVICTED = "evicted"
+    GONE = "gone"
+    """Already gone: nothing to do."""
+    REPLACED = "replaced"
+    """The uid precondition missed: another pod took the name; it was not judged."""
+    REFUSED = "refused"
+    """A PodDisruptionBudget refused it (HTTP 429): the next pass tries again."""
+
+
+def evict(
+    rt: Runtime, concern: str, pod: PodView, node: str, *, grace_seconds: int | None
+) -> tuple[Eviction, str]:
+    """Evict exactly the pod judged; an eviction that did not happen is logged and counted.
+    Returns the outcome and the server's message for a refusal."""
+    try:
+        rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=grace_seconds)
+    except ConflictError as error:
+        # The pod judged is gone and another took its name. That one was not judged: the step
+        # stays incomplete and the next pass plans with it.
+        rt.log.info(
+            f"{concern}.evict.replaced",
+            pod=pod.key,
+            node=node,
+            reason=f"not the pod planned for eviction (uid {pod.uid}); not evicted: {error}",
+        )
+        rt.summary.action(concern, "evict", "replaced")
+        return Eviction.REPLACED, str(error)
+    except TooManyRequestsError as error:
+        rt.log.info(f"{concern}.evict.refused", pod=pod.key, node=node, error=str(error))
+        rt.summary.action(concern, "evict", "blocked")
+        return Eviction.REFUSED, str(error)
+    except NotFoundError:
+        return Eviction.GONE, ""
+    return Eviction.EVICTED, ""
+
+
+def write_node_state(
+    kube: KubeClient,
+    name: str,
+    *,
+    label: str,
+    expected: str | None,
+    metadata: dict[str, Any],
+    resource_version: str | None,
+) -> dict[str, Any] | None:
+    """Patch the node's `metadata` (its state label, timer and detail) only while the node is
+    still in state `expected` (a conflict re-reads the node and checks again). Returns the
+    server's answer, to read the state back from (`state_label`), or None when the node left
+    `expected` meanwhile and nothing was written."""
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            labels = (current.get("metadata") or {}).get("labels") or {}
+            if labels.get(label) != expected:
+                return None
+        return {"metadata": metadata}
+
+    return patch_fresh(kube, node_path(name), resource_version, build)
+
+
+def state_label(node: dict[str, Any], label: str) -> Any:
+    """The state label of a node as the API returned it."""
+    return ((node.get("metadata") or {}).get("labels") or {}).get(label)
+
+
+def confirm_state(name: str, found: Any, wanted: str | None) -> None:
+    """A state written must read back: anything else is a temporary error (the next pass reads
+    the node again)."""
+    if found != wanted:
+        raise TemporaryError(f"node {name}: state label reads {found!r} after writing {wanted!r}")
