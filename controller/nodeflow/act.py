@@ -9,13 +9,15 @@ expected refusals are outcomes, not errors.
 from __future__ import annotations
 
 import contextlib
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any, Final
 
 from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
+from controller.log import Log
 from controller.nodeflow.pods import PodView
 from controller.observe.kube import KubeClient, object_path, pod_path
 
@@ -125,6 +127,21 @@ def evict(
     return Eviction.EVICTED, ""
 
 
+class Keep(Enum):
+    """`write_node_state(wanted=KEEP)`: the patch leaves the state label as it is."""
+
+    STATE = "keep"
+
+
+KEEP: Final = Keep.STATE
+
+
+@dataclass(frozen=True)
+class Written:
+    state: str | None
+    """The state label as the server's answer has it (None: no label)."""
+
+
 def write_node_state(
     kube: KubeClient,
     name: str,
@@ -133,11 +150,18 @@ def write_node_state(
     expected: str | None,
     metadata: dict[str, Any],
     resource_version: str | None,
-) -> dict[str, Any] | None:
+    wanted: str | Keep | None,
+    log: Log,
+    concern: str,
+    shown: str,
+) -> Written | None:
     """Patch the node's `metadata` (its state label, timer and detail) only while the node is
-    still in state `expected` (a conflict re-reads the node and checks again). Returns the
-    server's answer, to read the state back from (`state_label`), or None when the node left
-    `expected` meanwhile and nothing was written."""
+    still in state `expected` (a conflict re-reads the node and checks again), and read the
+    state back from the server's answer: when the patch sets a state (`wanted`; None removes
+    the label), anything else found is a temporary error (the next pass reads the node again).
+
+    Returns the state label found afterwards; None when the node left `expected`
+    meanwhile (`shown` names it in the log) and nothing was written."""
 
     def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current is not None:
@@ -146,16 +170,15 @@ def write_node_state(
                 return None
         return {"metadata": metadata}
 
-    return patch_fresh(kube, node_path(name), resource_version, build)
-
-
-def state_label(node: dict[str, Any], label: str) -> Any:
-    """The state label of a node as the API returned it."""
-    return ((node.get("metadata") or {}).get("labels") or {}).get(label)
-
-
-def confirm_state(name: str, found: Any, wanted: str | None) -> None:
-    """A state written must read back: anything else is a temporary error (the next pass reads
-    the node again)."""
-    if found != wanted:
+    updated = patch_fresh(kube, node_path(name), resource_version, build)
+    if updated is None:
+        log.warning(
+            f"{concern}.state.skipped",
+            node=name,
+            reason=f"the node left state {shown} meanwhile; not written",
+        )
+        return None
+    found = ((updated.get("metadata") or {}).get("labels") or {}).get(label)
+    if wanted is not KEEP and found != wanted:
         raise TemporaryError(f"node {name}: state label reads {found!r} after writing {wanted!r}")
+    return Written(state=found if isinstance(found, str) else None)

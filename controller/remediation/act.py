@@ -21,8 +21,8 @@ from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
 from controller.log import Log
 from controller.nodeflow.act import (
+    KEEP,
     Eviction,
-    confirm_state,
     create_validator,
     delete_exactly,
     evict,
@@ -30,7 +30,6 @@ from controller.nodeflow.act import (
     pod_ref,
     retaint,
     set_unschedulable,
-    state_label,
     write_node_state,
 )
 from controller.nodeflow.act import node_ref as node_ref
@@ -276,25 +275,23 @@ def write_state(
             annotations[key] = step.request.get(key)
     if annotations:
         metadata["annotations"] = annotations
-    updated = write_node_state(
+    wanted = None if step.next_state == RETURN else step.next_state
+    written = write_node_state(
         kube,
         name,
         label=states.STATE_LABEL,
         expected=step.state,
         metadata=metadata,
         resource_version=resource_version,
+        wanted=wanted if step.next_state else KEEP,
+        log=log,
+        concern=CONCERN,
+        shown=step.state or "in service",
     )
-    if updated is None:
-        log.warning(
-            "health.state.skipped",
-            node=name,
-            reason=f"the node left state {step.state or 'in service'} meanwhile",
-        )
+    if written is None:
         return None
-    found = state_label(updated, states.STATE_LABEL)
+    found = written.state
     if step.next_state:
-        wanted = None if step.next_state == RETURN else step.next_state
-        confirm_state(name, found, wanted)
         reason_key = None if step.next_state == RETURN else step.next_state
         events.emit(
             node_ref(name),

@@ -25,8 +25,8 @@ from controller.act.runtime import Runtime
 from controller.errors import ControllerError
 from controller.log import Log
 from controller.nodeflow.act import (
+    KEEP,
     Eviction,
-    confirm_state,
     create_validator,
     delete_exactly,
     evict,
@@ -34,7 +34,6 @@ from controller.nodeflow.act import (
     node_ref,
     pod_ref,
     set_unschedulable,
-    state_label,
     write_node_state,
 )
 from controller.observe.kube import KubeClient
@@ -244,24 +243,22 @@ def write_state(
         annotations[states.DETAIL_ANNOTATION] = step.detail.encode()
     if annotations:
         metadata["annotations"] = annotations
-    updated = write_node_state(
+    written = write_node_state(
         kube,
         name,
         label=states.STATE_LABEL,
         expected=step.state,
         metadata=metadata,
         resource_version=resource_version,
+        wanted=step.next_state or KEEP,
+        log=log,
+        concern=CONCERN,
+        shown=step.state or "none",
     )
-    if updated is None:
-        log.warning(
-            "upgrade.state.skipped",
-            node=name,
-            reason=f"the node left state {step.state or 'none'} meanwhile; not written",
-        )
+    if written is None:
         return None
-    found = state_label(updated, states.STATE_LABEL)
+    found = written.state
     if step.next_state:
-        confirm_state(name, found, step.next_state)
         events.emit(
             node_ref(name),
             states.EVENT_REASONS[step.next_state],
