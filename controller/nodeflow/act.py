@@ -1,6 +1,6 @@
 """The side effects every node workflow shares, each idempotent: cordon and uncordon, a taint,
-an eviction that deletes exactly the pod judged, the validator pod created or deleted, and a
-state written with the resourceVersion last seen and read back.
+the validator pod created or deleted (`perform` carries out the common steps), an eviction of
+exactly the pod judged, and a state written with the resourceVersion last seen and read back.
 
 Errors are raised to the mode's step (`Runtime.guarded` logs and counts them); an eviction's
 expected refusals are outcomes, not errors.
@@ -19,6 +19,14 @@ from controller.act.writes import patch_fresh
 from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
 from controller.log import Log
 from controller.nodeflow.pods import PodView
+from controller.nodeflow.steps import (
+    Cordon,
+    CreateValidator,
+    DeleteValidator,
+    Taint,
+    Uncordon,
+    Untaint,
+)
 from controller.observe.kube import KubeClient, object_path, pod_path
 
 
@@ -88,6 +96,43 @@ def create_validator(kube: KubeClient, manifest: dict[str, Any]) -> None:
     # A conflict means an earlier, interrupted pass created it already.
     with contextlib.suppress(ConflictError):
         kube.create(pod_path(manifest["metadata"]["namespace"]), manifest)
+
+
+CommonStep = Cordon | Uncordon | Taint | Untaint | CreateValidator | DeleteValidator
+COMMON_STEPS = (Cordon, Uncordon, Taint, Untaint, CreateValidator, DeleteValidator)
+"""For `isinstance`: the steps `perform` carries out."""
+
+
+def perform(
+    rt: Runtime,
+    concern: str,
+    action: CommonStep,
+    node: str,
+    reason: str,
+    *,
+    cordon_mark: str | None = None,
+) -> str | None:
+    """Carry out one common step and record it. A mode that marks its own cordon names the
+    annotation (`cordon_mark`): written with the cordon, removed with the uncordon. Returns the
+    node's resourceVersion when the step patched the node, else None."""
+    if isinstance(action, Cordon | Uncordon):
+        cordon = isinstance(action, Cordon)
+        marks = None if cordon_mark is None else {cordon_mark: "true" if cordon else None}
+        version = set_unschedulable(rt.kube, node, cordon, annotations=marks)
+        rt.done(concern, action.name, node, reason)
+        return version
+    if isinstance(action, Taint | Untaint):
+        value = action.value if isinstance(action, Taint) else None
+        updated = retaint(rt.kube, node, action.key, value)
+        rt.done(concern, action.name, node, reason)
+        return None if updated is None else str(updated["metadata"]["resourceVersion"])
+    if isinstance(action, CreateValidator):
+        create_validator(rt.kube, action.manifest)
+        rt.done(concern, "create-validator", action.key, reason, node=node)
+        return None
+    delete_exactly(rt.kube, action.pod)
+    rt.done(concern, "delete-validator", action.pod.key, reason, node=node)
+    return None
 
 
 class Eviction(StrEnum):

@@ -1,6 +1,6 @@
 """Carrying out a health plan: OPA first, then the step's actions, then its state, then an Event.
 
-Per step (the upgrade's order, controller/upgrade/act.py): every step that changes the node or
+Per step (the upgrade's order; the side effects are `controller.nodeflow.act`): every step that changes the node or
 its pods asks `fleetplane/decisions/health` with the step's action; anything but an explicit
 allow (a deny, OPA down, a malformed answer) leaves the node where it is. Then the actions in
 order, each idempotent (cordoning a cordoned node, a taint or condition patched by its key, an
@@ -21,15 +21,13 @@ from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
 from controller.log import Log
 from controller.nodeflow.act import (
+    COMMON_STEPS,
     KEEP,
     Eviction,
-    create_validator,
-    delete_exactly,
     evict,
     node_path,
+    perform,
     pod_ref,
-    retaint,
-    set_unschedulable,
     write_node_state,
 )
 from controller.nodeflow.act import node_ref as node_ref
@@ -40,14 +38,8 @@ from controller.remediation.plan import Plan
 from controller.remediation.steps import (
     RETURN,
     Condition,
-    Cordon,
-    CreateValidator,
-    DeleteValidator,
     Evict,
     Step,
-    Taint,
-    Uncordon,
-    Untaint,
 )
 
 CONCERN = "health"
@@ -153,17 +145,9 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         )
         version = None
     for action in step.actions:
-        if isinstance(action, Cordon | Uncordon):
-            cordon = isinstance(action, Cordon)
-            mark = {states.CORDONED_ANNOTATION: "true" if cordon else None}
-            version = set_unschedulable(rt.kube, name, cordon, annotations=mark)
-            rt.done(CONCERN, action.name, name, step.reason)
-        elif isinstance(action, Taint | Untaint):
-            value = action.value if isinstance(action, Taint) else None
-            retainted = retaint(rt.kube, name, action.key, value)
-            if retainted is not None:
-                version = retainted["metadata"]["resourceVersion"]
-            rt.done(CONCERN, action.name, name, step.reason)
+        if isinstance(action, COMMON_STEPS):
+            mark = states.CORDONED_ANNOTATION
+            version = perform(rt, CONCERN, action, name, step.reason, cordon_mark=mark) or version
         elif isinstance(action, Condition):
             stamp = format_time(rt.now)
             condition = {
@@ -183,12 +167,6 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
                 evicted[action.pod.key] = planned[action.pod.key]
             else:
                 complete = False
-        elif isinstance(action, CreateValidator):
-            create_validator(rt.kube, action.manifest)
-            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
-        elif isinstance(action, DeleteValidator):
-            delete_exactly(rt.kube, action.pod)
-            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     detail: Any = step.detail
     if planned:
         base = detail or step.node.detail

@@ -13,9 +13,10 @@ each node moving at most one state per pass. Per pool, in this order:
    pool therefore stops at the limit; the rest wait, reported.
 
 The driver upgrade and this machine never act on the same node: a node the upgrade holds
-(`upgrade-required` admitted, any state from `cordon-required` to `uncordon-required`, or
-`upgrade-failed`) is not admitted here (its fault is reported and waits), and the upgrade does
-not admit or mark a node with a health state (controller/upgrade/plan.py).
+(`controller.nodeflow.claims.UPGRADE`: any state from `cordon-required` to
+`uncordon-required`, or `upgrade-failed`) is not admitted here (its fault is reported and
+waits), and the upgrade does not admit or mark a node with a health state (`claims.HEALTH`).
+The handlers are in `handlers` and `recovery`, the steps in `steps`.
 """
 
 from __future__ import annotations

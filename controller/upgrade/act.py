@@ -25,28 +25,24 @@ from controller.act.runtime import Runtime
 from controller.errors import ControllerError
 from controller.log import Log
 from controller.nodeflow.act import (
+    COMMON_STEPS,
     KEEP,
     Eviction,
-    create_validator,
     delete_exactly,
     evict,
     node_path,
     node_ref,
+    perform,
     pod_ref,
-    set_unschedulable,
     write_node_state,
 )
 from controller.observe.kube import KubeClient
 from controller.upgrade import states
 from controller.upgrade.plan import Plan
 from controller.upgrade.steps import (
-    Cordon,
-    CreateValidator,
-    DeleteValidator,
     Evict,
     RestartDriver,
     Step,
-    Uncordon,
 )
 
 CONCERN = "upgrade"
@@ -162,10 +158,8 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     version = step.node.resource_version
     complete = True
     for action in step.actions:
-        if isinstance(action, Cordon | Uncordon):
-            unschedulable = isinstance(action, Cordon)
-            version = set_unschedulable(rt.kube, name, unschedulable, annotations=None)
-            rt.done(CONCERN, "cordon" if unschedulable else "uncordon", name, step.reason)
+        if isinstance(action, COMMON_STEPS):
+            version = perform(rt, CONCERN, action, name, step.reason) or version
         elif isinstance(action, Evict):
             complete = _evict(rt, action, name, report) and complete
         elif isinstance(action, RestartDriver):
@@ -176,12 +170,6 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
                 "DriverUpgradeDriverPodDeleted",
                 f"deleted driver pod {action.pod.key} so that its DaemonSet starts {step.target}",
             )
-        elif isinstance(action, CreateValidator):
-            create_validator(rt.kube, action.manifest)
-            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
-        elif isinstance(action, DeleteValidator):
-            delete_exactly(rt.kube, action.pod)
-            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     if not complete:
         return True
     if step.next_state or step.detail is not None or step.stamp:
