@@ -54,6 +54,48 @@ def node_path(name: str) -> str:
     return object_path("v1", "nodes", None, name)
 
 
+def ask(
+    rt: Runtime,
+    concern: str,
+    decision: str,
+    node: str,
+    facts: dict[str, Any],
+    *,
+    action: str,
+    what: str,
+) -> str | None:
+    """Ask OPA's `decision` about a step (`facts` is its input). None when it allows; else its
+    reasons, logged, counted under `action` and, under --dry-run, shown (`what` the step would
+    have done: "starting gpu-1")."""
+    answer = rt.opa.decide(decision, facts)
+    if answer.allow:
+        return None
+    rt.log.info(f"{concern}.denied", node=node, action=action, reasons=list(answer.reasons))
+    rt.summary.action(concern, action, "denied")
+    if rt.dry_run:
+        rt.out.write(f"DRY-RUN {concern}: OPA denies {what}: {answer.because()}\n")
+    return answer.because()
+
+
+def show(
+    rt: Runtime,
+    concern: str,
+    node: str,
+    actions: tuple[Any, ...],
+    *,
+    transition: str | None,
+    record: str | None = None,
+) -> None:
+    """Under --dry-run: what a step would do (its actions, then its move `transition`, or only
+    a `record` of its detail)."""
+    for action in actions:
+        rt.would(concern, action.name, node, action.describe(node))
+    if transition is not None:
+        rt.would(concern, "set-state", node, transition)
+    elif record is not None:
+        rt.would(concern, "record", node, record)
+
+
 def set_unschedulable(
     kube: KubeClient, name: str, unschedulable: bool, *, annotations: dict[str, str | None] | None
 ) -> str:

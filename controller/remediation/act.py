@@ -24,10 +24,12 @@ from controller.nodeflow.act import (
     COMMON_STEPS,
     KEEP,
     Eviction,
+    ask,
     evict,
     node_path,
     perform,
     pod_ref,
+    show,
     write_node_state,
 )
 from controller.nodeflow.act import node_ref as node_ref
@@ -93,29 +95,16 @@ def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
 def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     name = step.node.name
     if step.asks:
-        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
-        if not decision.allow:
-            report.denied[name] = decision.because()
-            rt.log.info(
-                "health.denied", node=name, action=step.decision, reasons=list(decision.reasons)
-            )
-            rt.summary.action(CONCERN, step.decision, "denied")
-            if rt.dry_run:
-                rt.out.write(
-                    f"DRY-RUN {CONCERN}: OPA denies {step.decision} on {name}: {decision.because()}\n"
-                )
+        facts = opa_input(step, rt.now)
+        what = f"{step.decision} on {name}"
+        denied = ask(rt, CONCERN, DECISION, name, facts, action=step.decision, what=what)
+        if denied is not None:
+            report.denied[name] = denied
             return False
     if rt.dry_run:
-        for action in step.actions:
-            rt.would(CONCERN, action.name, name, action.describe(name))
-        if step.next_state:
-            shown = "in service" if step.next_state == RETURN else step.next_state
-            rt.would(
-                CONCERN,
-                "set-state",
-                name,
-                f"{step.state or 'in service'} -> {shown}: {step.reason}",
-            )
+        shown = "in service" if step.next_state == RETURN else step.next_state
+        transition = f"{step.state or 'in service'} -> {shown}: {step.reason}"
+        show(rt, CONCERN, name, step.actions, transition=transition if step.next_state else None)
         return True
     version: str | None = step.node.view.resource_version
     complete = True

@@ -28,12 +28,14 @@ from controller.nodeflow.act import (
     COMMON_STEPS,
     KEEP,
     Eviction,
+    ask,
     delete_exactly,
     evict,
     node_path,
     node_ref,
     perform,
     pod_ref,
+    show,
     write_node_state,
 )
 from controller.observe.kube import KubeClient
@@ -132,28 +134,22 @@ def _action_name(step: Step) -> str:
 def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     name = step.node.name
     if step.admission is not None:
-        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
-        if not decision.allow:
-            report.denied[name] = decision.because()
-            rt.log.info("upgrade.denied", node=name, reasons=list(decision.reasons))
-            rt.summary.action(CONCERN, "admit", "denied")
-            if rt.dry_run:
-                rt.out.write(
-                    f"DRY-RUN {CONCERN}: OPA denies starting {name}: {decision.because()}\n"
-                )
+        facts = opa_input(step, rt.now)
+        denied = ask(rt, CONCERN, DECISION, name, facts, action="admit", what=f"starting {name}")
+        if denied is not None:
+            report.denied[name] = denied
             return False
     if rt.dry_run:
-        for action in step.actions:
-            rt.would(CONCERN, action.name, name, action.describe(name))
-        if step.next_state:
-            rt.would(
-                CONCERN,
-                "set-state",
-                name,
-                f"{step.state or 'no state'} -> {step.next_state}: {step.reason}",
-            )
-        elif step.detail is not None or step.stamp:
-            rt.would(CONCERN, "record", name, step.reason)
+        show(
+            rt,
+            CONCERN,
+            name,
+            step.actions,
+            transition=f"{step.state or 'no state'} -> {step.next_state}: {step.reason}"
+            if step.next_state
+            else None,
+            record=step.reason if step.detail is not None or step.stamp else None,
+        )
         return True
     version = step.node.resource_version
     complete = True
