@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.nodeflow.consumers import SERVICE_OWNERS, Role
+from controller.nodeflow.gangs import in_play
 from controller.nodeflow.pods import PodView, checkpoint_at
 from controller.observe.model import format_time
 from controller.remediation import states
 from controller.remediation.classify import CORDON, Fault, NodeVerdict
-from controller.remediation.observe import HealthNode, in_play
+from controller.remediation.observe import HealthNode
 from controller.remediation.recovery import (
     on_needs_replacement,
     on_remediating,

@@ -18,10 +18,11 @@ from typing import Any
 
 from controller.errors import ControllerError
 from controller.log import Log
+from controller.nodeflow.gangs import gang_members, in_play
 from controller.nodeflow.nodes import NodeView, node_view
 from controller.nodeflow.pods import PodView, pod_view
 from controller.nodeflow.state import read_since
-from controller.observe.kube import KubeClient, pod_path
+from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
 from controller.observe.model import pod_from_api
 from controller.remediation import states
@@ -81,11 +82,6 @@ def work_pod(raw: dict[str, Any], settings: HealthSettings) -> PodView:
     return replace(view, devices=slim.devices, started=slim.started)
 
 
-def in_play(pod: PodView) -> bool:
-    """Neither finished nor being deleted."""
-    return pod.active and not pod.deleting
-
-
 @dataclass(kw_only=True)
 class HealthSnapshot:
     taken_at: float
@@ -135,11 +131,9 @@ def take_health_snapshot(
         pods = dict(zip(wanted, pool.map(pods_of, wanted), strict=True))
     snapshot = HealthSnapshot(taken_at=now, nodes=nodes, pods=pods)
     gang_namespaces = {p.namespace for on in pods.values() for p in on if p.gang and in_play(p)}
-    for namespace in sorted(gang_namespaces):
-        for raw in kube.list(pod_path(namespace)):
-            member = work_pod(raw, settings)
-            if member.gang and in_play(member):
-                snapshot.gangs.setdefault((namespace, member.gang), []).append(member)
+    snapshot.gangs = gang_members(
+        kube, gang_namespaces, lambda raw: work_pod(raw, settings), workers=workers
+    )
     if prom is not None:
         try:
             snapshot.signals = read_signals(prom, now, windows(settings))

@@ -18,6 +18,7 @@ from typing import Any
 
 from controller.log import Log
 from controller.nodeflow import nodes as base
+from controller.nodeflow.gangs import gang_members
 from controller.nodeflow.keys import GANG_ANNOTATION as GANG_ANNOTATION
 from controller.nodeflow.nodes import driver_version as driver_version
 from controller.nodeflow.pods import PodView as PodView
@@ -128,26 +129,19 @@ def take_upgrade_snapshot(
         futures = {name: pool.submit(pods_of, name) for name in wanted}
         pods = {name: future.result() for name, future in futures.items()}
         pdbs = pdb_future.result()
-    gang_namespaces = sorted(
-        {p.namespace for on_node in pods.values() for p in on_node if p.gang and p.active}
+    gang_namespaces = {
+        p.namespace for on_node in pods.values() for p in on_node if p.gang and p.active
+    }
+    members = gang_members(
+        kube, gang_namespaces, lambda raw: pod_view(raw, settings), workers=workers
     )
-
-    def gang_pods_in(namespace: str) -> list[PodView]:
-        items = kube.list(f"/api/v1/namespaces/{namespace}/pods")
-        return [pod_view(raw, settings) for raw in items]
-
-    gang_nodes: dict[tuple[str, str], set[str]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(gang_namespaces)))) as pool:
-        for found in pool.map(gang_pods_in, gang_namespaces):
-            for view in found:
-                if view.gang and view.node and view.active and not view.deleting:
-                    gang_nodes.setdefault((view.namespace, view.gang), set()).add(view.node)
+    gang_nodes = {key: frozenset(m.node for m in gang if m.node) for key, gang in members.items()}
     snapshot = UpgradeSnapshot(
         taken_at=time.time(),
         nodes=nodes,
         pods=pods,
         pdbs=pdbs,
-        gang_nodes={key: frozenset(on) for key, on in gang_nodes.items()},
+        gang_nodes={key: on for key, on in gang_nodes.items() if on},
     )
     for node_name, on_node in pods.items():
         for view in on_node:

@@ -9,8 +9,9 @@ import copy
 import pytest
 
 from controller.nodeflow.consumers import Role
+from controller.nodeflow.gangs import in_play
 from controller.nodeflow.pods import checkpoint_at, pod_view
-from controller.remediation.observe import in_play, work_pod
+from controller.remediation.observe import work_pod
 from controller.remediation.settings import HealthSettings
 from controller.upgrade.observe import pod_view as upgrade_pod_view
 from tests.controller.upgrade.builders import SETTINGS, pod
