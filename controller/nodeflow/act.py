@@ -188,10 +188,20 @@ class Eviction(StrEnum):
 
 
 def evict(
-    rt: Runtime, concern: str, pod: PodView, node: str, *, grace_seconds: int | None
+    rt: Runtime,
+    concern: str,
+    pod: PodView,
+    node: str,
+    *,
+    grace_seconds: int | None,
+    why: str,
+    event: tuple[str, str],
+    **recorded: Any,
 ) -> tuple[Eviction, str]:
-    """Evict exactly the pod judged; an eviction that did not happen is logged and counted.
-    Returns the outcome and the server's message for a refusal."""
+    """Evict exactly the pod judged. An eviction done is recorded (`why`, and `recorded` with
+    it) and told to the pod's owner by a warning Event (`event`: reason, message); one that did
+    not happen is logged and counted. Returns the outcome and the server's message for a
+    refusal."""
     try:
         rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=grace_seconds)
     except ConflictError as error:
@@ -211,6 +221,9 @@ def evict(
         return Eviction.REFUSED, str(error)
     except NotFoundError:
         return Eviction.GONE, ""
+    rt.done(concern, "evict", pod.key, why, node=node, **recorded)
+    reason, message = event
+    rt.events.emit(pod_ref(pod), reason, message, warning=True)
     return Eviction.EVICTED, ""
 
 

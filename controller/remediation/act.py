@@ -28,7 +28,6 @@ from controller.nodeflow.act import (
     evict,
     node_path,
     perform,
-    pod_ref,
     show,
     write_node_state,
 )
@@ -188,26 +187,24 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
 
 
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
-    pod = action.pod
+    lost = int(action.lost_seconds)
+    told = (
+        f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
+        f"{lost}s of work since the last checkpoint"
+    )
     outcome, message = evict(
-        rt, CONCERN, pod, node, grace_seconds=rt.settings.eviction_grace_seconds
+        rt,
+        CONCERN,
+        action.pod,
+        node,
+        grace_seconds=rt.settings.eviction_grace_seconds,
+        why=action.why,
+        event=("GpuHealthEviction", told),
+        lost_seconds=lost,
     )
     if outcome is Eviction.REFUSED:
-        report.refused_evictions.append(f"{pod.key}: {message}")
-    if outcome in (Eviction.REPLACED, Eviction.REFUSED):
-        return False
-    if outcome is Eviction.EVICTED:
-        rt.done(
-            CONCERN, "evict", pod.key, action.why, node=node, lost_seconds=int(action.lost_seconds)
-        )
-        rt.events.emit(
-            pod_ref(pod),
-            "GpuHealthEviction",
-            f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
-            f"{int(action.lost_seconds)}s of work since the last checkpoint",
-            warning=True,
-        )
-    return True
+        report.refused_evictions.append(f"{action.pod.key}: {message}")
+    return outcome not in (Eviction.REPLACED, Eviction.REFUSED)
 
 
 def write_state(

@@ -34,7 +34,6 @@ from controller.nodeflow.act import (
     node_path,
     node_ref,
     perform,
-    pod_ref,
     show,
     write_node_state,
 )
@@ -187,21 +186,19 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
 
 
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
-    pod = action.pod
-    outcome, message = evict(rt, CONCERN, pod, node, grace_seconds=None)
+    told = f"evicted from node {node} for a GPU driver upgrade: {action.why}"
+    outcome, message = evict(
+        rt,
+        CONCERN,
+        action.pod,
+        node,
+        grace_seconds=None,
+        why=action.why,
+        event=("DriverUpgradeEviction", told),
+    )
     if outcome is Eviction.REFUSED:
-        report.refused_evictions.append(f"{pod.key} on {node}: {message}")
-    if outcome in (Eviction.REPLACED, Eviction.REFUSED):
-        return False
-    if outcome is Eviction.EVICTED:
-        rt.done(CONCERN, "evict", pod.key, action.why, node=node)
-        rt.events.emit(
-            pod_ref(pod),
-            "DriverUpgradeEviction",
-            f"evicted from node {node} for a GPU driver upgrade: {action.why}",
-            warning=True,
-        )
-    return True
+        report.refused_evictions.append(f"{action.pod.key} on {node}: {message}")
+    return outcome not in (Eviction.REPLACED, Eviction.REFUSED)
 
 
 def write_state(
