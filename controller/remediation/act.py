@@ -1,6 +1,6 @@
 """Carrying out a health plan: OPA first, then the step's actions, then its state, then an Event.
 
-Per step (the upgrade's order, controller/upgrade/act.py): every step that changes the node or
+Per step (the upgrade's order; the side effects are `controller.nodeflow.act`): every step that changes the node or
 its pods asks `fleetplane/decisions/health` with the step's action; anything but an explicit
 allow (a deny, OPA down, a malformed answer) leaves the node where it is. Then the actions in
 order, each idempotent (cordoning a cordoned node, a taint or condition patched by its key, an
@@ -13,33 +13,35 @@ Under `--dry-run` OPA is asked and every action printed; nothing is written.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
-from controller.errors import ConflictError, NotFoundError, TemporaryError, TooManyRequestsError
 from controller.log import Log
-from controller.observe.kube import KubeClient, pod_path
+from controller.nodeflow.act import (
+    COMMON_STEPS,
+    KEEP,
+    Eviction,
+    ask,
+    evict,
+    node_path,
+    perform,
+    show,
+    write_node_state,
+)
+from controller.nodeflow.act import node_ref as node_ref
+from controller.observe.kube import KubeClient
 from controller.observe.model import format_time
 from controller.remediation import states
-from controller.remediation.plan import (
+from controller.remediation.plan import Plan
+from controller.remediation.steps import (
     RETURN,
     Condition,
-    Cordon,
-    CreateValidator,
-    DeleteValidator,
     Evict,
-    Plan,
     Step,
-    Taint,
-    Uncordon,
-    Untaint,
 )
-from controller.upgrade.act import _delete_exactly, node_path, node_ref, pod_ref
 
 CONCERN = "health"
 DECISION = "health"
@@ -92,36 +94,23 @@ def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
 def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     name = step.node.name
     if step.asks:
-        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
-        if not decision.allow:
-            report.denied[name] = decision.because()
-            rt.log.info(
-                "health.denied", node=name, action=step.decision, reasons=list(decision.reasons)
-            )
-            rt.summary.action(CONCERN, step.decision, "denied")
-            if rt.dry_run:
-                rt.out.write(
-                    f"DRY-RUN {CONCERN}: OPA denies {step.decision} on {name}: {decision.because()}\n"
-                )
+        facts = opa_input(step, rt.now)
+        what = f"{step.decision} on {name}"
+        denied = ask(rt, CONCERN, DECISION, name, facts, action=step.decision, what=what)
+        if denied is not None:
+            report.denied[name] = denied
             return False
     if rt.dry_run:
-        for action in step.actions:
-            rt.would(CONCERN, action.name, name, action.describe(name))
-        if step.next_state:
-            shown = "in service" if step.next_state == RETURN else step.next_state
-            rt.would(
-                CONCERN,
-                "set-state",
-                name,
-                f"{step.state or 'in service'} -> {shown}: {step.reason}",
-            )
+        shown = "in service" if step.next_state == RETURN else step.next_state
+        transition = f"{step.state or 'in service'} -> {shown}: {step.reason}"
+        show(rt, CONCERN, name, step.actions, transition=transition if step.next_state else None)
         return True
     version: str | None = step.node.view.resource_version
     complete = True
     evicted: dict[str, dict[str, Any]] = {}
     planned = {
         a.pod.key: {
-            "gpus": a.pod.pod.devices,
+            "gpus": a.pod.devices,
             "lost_seconds": int(a.lost_seconds),
             "at": int(rt.now),
         }
@@ -144,20 +133,9 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         )
         version = None
     for action in step.actions:
-        if isinstance(action, Cordon | Uncordon):
-            cordon = isinstance(action, Cordon)
-            mark = {states.CORDONED_ANNOTATION: "true" if cordon else None}
-            updated = rt.kube.merge_patch(
-                node_path(name),
-                {"spec": {"unschedulable": cordon}, "metadata": {"annotations": mark}},
-            )
-            version = updated["metadata"]["resourceVersion"]
-            rt.done(CONCERN, action.name, name, step.reason)
-        elif isinstance(action, Taint | Untaint):
-            retainted = _retaint(rt.kube, name, version, action)
-            if retainted is not None:
-                version = retainted["metadata"]["resourceVersion"]
-            rt.done(CONCERN, action.name, name, step.reason)
+        if isinstance(action, COMMON_STEPS):
+            mark = states.CORDONED_ANNOTATION
+            version = perform(rt, CONCERN, action, name, step.reason, cordon_mark=mark) or version
         elif isinstance(action, Condition):
             stamp = format_time(rt.now)
             condition = {
@@ -177,13 +155,6 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
                 evicted[action.pod.key] = planned[action.pod.key]
             else:
                 complete = False
-        elif isinstance(action, CreateValidator):
-            with contextlib.suppress(ConflictError):
-                rt.kube.create(pod_path(action.manifest["metadata"]["namespace"]), action.manifest)
-            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
-        elif isinstance(action, DeleteValidator):
-            _delete_exactly(rt.kube, action.pod.pod)  # type: ignore[arg-type]
-            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     detail: Any = step.detail
     if planned:
         base = detail or step.node.detail
@@ -215,56 +186,25 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     return True
 
 
-def _retaint(
-    kube: KubeClient, name: str, version: str | None, action: Taint | Untaint
-) -> dict[str, Any] | None:
-    """Add or remove the quarantine taint. A node's taints have no strategic merge key, so the
-    whole list is written, computed from the node as read and guarded by its resourceVersion
-    (a conflict re-reads it and computes again)."""
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        source = current if current is not None else kube.get(node_path(name))
-        taints = [
-            t
-            for t in (source.get("spec") or {}).get("taints") or ()
-            if t.get("key") != states.TAINT_KEY
-        ]
-        if isinstance(action, Taint):
-            taints.append({"key": states.TAINT_KEY, "value": action.value, "effect": "NoSchedule"})
-        return {
-            "spec": {"taints": taints},
-            "metadata": {"resourceVersion": (source.get("metadata") or {}).get("resourceVersion")},
-        }
-
-    return patch_fresh(kube, node_path(name), None, build)
-
-
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
-    pod = action.pod.pod
-    try:
-        rt.kube.evict(
-            pod.namespace, pod.name, uid=pod.uid, grace_seconds=rt.settings.eviction_grace_seconds
-        )
-    except ConflictError as error:
-        rt.log.info("health.evict.replaced", pod=pod.key, node=node, reason=str(error))
-        rt.summary.action(CONCERN, "evict", "replaced")
-        return False
-    except TooManyRequestsError as error:
-        report.refused_evictions.append(f"{pod.key}: {error}")
-        rt.log.info("health.evict.refused", pod=pod.key, node=node, error=str(error))
-        rt.summary.action(CONCERN, "evict", "blocked")
-        return False
-    except NotFoundError:
-        return True
-    rt.done(CONCERN, "evict", pod.key, action.why, node=node, lost_seconds=int(action.lost_seconds))
-    rt.events.emit(
-        pod_ref(pod),  # type: ignore[arg-type]
-        "GpuHealthEviction",
+    lost = int(action.lost_seconds)
+    told = (
         f"evicted from node {node}, whose GPU is being remediated: {action.why}; "
-        f"{int(action.lost_seconds)}s of work since the last checkpoint",
-        warning=True,
+        f"{lost}s of work since the last checkpoint"
     )
-    return True
+    outcome, message = evict(
+        rt,
+        CONCERN,
+        action.pod,
+        node,
+        grace_seconds=rt.settings.eviction_grace_seconds,
+        why=action.why,
+        event=("GpuHealthEviction", told),
+        lost_seconds=lost,
+    )
+    if outcome is Eviction.REFUSED:
+        report.refused_evictions.append(f"{action.pod.key}: {message}")
+    return outcome not in (Eviction.REPLACED, Eviction.REFUSED)
 
 
 def write_state(
@@ -280,48 +220,42 @@ def write_state(
     """Write the step's state (or remove it: back in service), timer, detail and remediation
     request; confirm; Event. None when the node left the step's state meanwhile."""
     name = step.node.name
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            if labels.get(states.STATE_LABEL) != step.state:
-                return None
-        metadata: dict[str, Any] = {}
-        annotations: dict[str, str | None] = {}
-        if step.next_state:
-            following = None if step.next_state == RETURN else step.next_state
-            metadata["labels"] = {states.STATE_LABEL: following}
-            annotations[states.SINCE_ANNOTATION] = None if following is None else str(int(now))
-        elif step.stamp:
-            annotations[states.SINCE_ANNOTATION] = str(int(now))
-        if detail is not None:
-            annotations[states.DETAIL_ANNOTATION] = detail.encode()
-        if step.request is not None:
-            for key in (
-                states.REQUEST_ANNOTATION,
-                states.REQUEST_ID_ANNOTATION,
-                states.DONE_ANNOTATION,
-            ):
-                annotations[key] = step.request.get(key)
-        if annotations:
-            metadata["annotations"] = annotations
-        return {"metadata": metadata}
-
-    updated = patch_fresh(kube, node_path(name), resource_version, build)
-    if updated is None:
-        log.warning(
-            "health.state.skipped",
-            node=name,
-            reason=f"the node left state {step.state or 'in service'} meanwhile",
-        )
-        return None
-    found = ((updated.get("metadata") or {}).get("labels") or {}).get(states.STATE_LABEL)
+    metadata: dict[str, Any] = {}
+    annotations: dict[str, str | None] = {}
     if step.next_state:
-        wanted = None if step.next_state == RETURN else step.next_state
-        if found != wanted:
-            raise TemporaryError(
-                f"node {name}: state label reads {found!r} after writing {wanted!r}"
-            )
+        following = None if step.next_state == RETURN else step.next_state
+        metadata["labels"] = {states.STATE_LABEL: following}
+        annotations[states.SINCE_ANNOTATION] = None if following is None else str(int(now))
+    elif step.stamp:
+        annotations[states.SINCE_ANNOTATION] = str(int(now))
+    if detail is not None:
+        annotations[states.DETAIL_ANNOTATION] = detail.encode()
+    if step.request is not None:
+        for key in (
+            states.REQUEST_ANNOTATION,
+            states.REQUEST_ID_ANNOTATION,
+            states.DONE_ANNOTATION,
+        ):
+            annotations[key] = step.request.get(key)
+    if annotations:
+        metadata["annotations"] = annotations
+    wanted = None if step.next_state == RETURN else step.next_state
+    written = write_node_state(
+        kube,
+        name,
+        label=states.STATE_LABEL,
+        expected=step.state,
+        metadata=metadata,
+        resource_version=resource_version,
+        wanted=wanted if step.next_state else KEEP,
+        log=log,
+        concern=CONCERN,
+        shown=step.state or "in service",
+    )
+    if written is None:
+        return None
+    found = written.state
+    if step.next_state:
         reason_key = None if step.next_state == RETURN else step.next_state
         events.emit(
             node_ref(name),

@@ -13,27 +13,29 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.errors import ControllerError
 from controller.log import Log
-from controller.observe.kube import KubeClient, pod_path
+from controller.nodeflow.gangs import gang_members, in_play
+from controller.nodeflow.nodes import NodeView, node_view
+from controller.nodeflow.pods import PodView, pod_view
+from controller.nodeflow.state import read_since
+from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
-from controller.observe.model import Pod, pod_from_api
+from controller.observe.model import pod_from_api
 from controller.remediation import states
-from controller.remediation.settings import GANG_ANNOTATION, HealthSettings
+from controller.remediation.settings import HealthSettings
 from controller.remediation.signals import NodeSignals, Windows, read_signals
 from controller.remediation.states import Detail
-from controller.upgrade.consumers import Role, pod_role, uses_gpu
-from controller.upgrade.observe import NodeView, Terminated, node_view, pod_view
 from fleet import labels as keys
 
 
 @dataclass(frozen=True, kw_only=True)
 class HealthNode:
-    """A node as the health machine sees it: the upgrade's node view (labels, cordon, taints,
-    capacity, driver, upgrade state) and the health state."""
+    """A node as the health machine sees it: the shared node view (labels, cordon, taints,
+    capacity, driver) and the health state."""
 
     view: NodeView
     state: str | None
@@ -59,71 +61,40 @@ class HealthNode:
 
 def health_node(raw: dict[str, Any]) -> HealthNode:
     view = node_view(raw)
-    annotations = view.annotations
-    since_text = annotations.get(states.SINCE_ANNOTATION)
-    try:
-        since = float(since_text) if since_text else None
-    except ValueError:
-        since = None
     return HealthNode(
         view=view,
         state=view.labels.get(states.STATE_LABEL),
-        since=since,
-        detail=Detail.decode(annotations.get(states.DETAIL_ANNOTATION)),
+        since=read_since(view.annotations, states.SINCE_ANNOTATION),
+        detail=Detail.decode(view.annotations.get(states.DETAIL_ANNOTATION)),
         conditions=tuple((raw.get("status") or {}).get("conditions") or ()),
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class WorkPod:
-    """A pod with what the drain needs: the shared pod view, why it uses the GPU (None: it does
-    not, or it is a DaemonSet / operator pod that is never evicted), and its gang."""
-
-    pod: Pod
-    role: Role
-    gpu: str | None
-    gang: str | None
-    terminated: Terminated | None = None
-    """First container's terminated state (validator pods)."""
-
-    @property
-    def key(self) -> str:
-        return self.pod.key
-
-    @property
-    def active(self) -> bool:
-        return not self.pod.terminal and not self.pod.deleting
-
-
-def work_pod(raw: dict[str, Any], settings: HealthSettings) -> WorkPod:
+def work_pod(raw: dict[str, Any], settings: HealthSettings) -> PodView:
+    """The pod view with what an eviction costs (GPUs held, start), read by the shared decoder
+    of `controller.observe.model` (a malformed pod is an error, as for every other pass)."""
     upgrade = settings.upgrade
     assert upgrade is not None
-    role = pod_role(
+    slim = pod_from_api(raw)
+    view = pod_view(
         raw, driver_namespace=upgrade.driver_namespace, driver_selector=upgrade.driver_selector
     )
-    annotations = (raw.get("metadata") or {}).get("annotations") or {}
-    return WorkPod(
-        pod=pod_from_api(raw),
-        role=role,
-        gpu=uses_gpu(raw, role) if role is Role.WORKLOAD else None,
-        gang=annotations.get(GANG_ANNOTATION) or None,
-        terminated=pod_view(raw, upgrade).terminated,
-    )
+    return replace(view, devices=slim.devices, started=slim.started)
 
 
 @dataclass(kw_only=True)
 class HealthSnapshot:
     taken_at: float
     nodes: list[HealthNode]
-    pods: dict[str, list[WorkPod]] = field(default_factory=dict)
+    pods: dict[str, list[PodView]] = field(default_factory=dict)
     """Pods per node, for nodes whose state needs them."""
-    gangs: dict[tuple[str, str], list[WorkPod]] = field(default_factory=dict)
+    gangs: dict[tuple[str, str], list[PodView]] = field(default_factory=dict)
     """(namespace, gang) -> every pod of the gang, wherever it runs."""
     signals: dict[str, NodeSignals] = field(default_factory=dict)
     signals_error: str | None = None
     """Why no signals could be read (Prometheus down, a rejected query): nothing is known."""
 
-    def pods_on(self, node: str) -> list[WorkPod]:
+    def pods_on(self, node: str) -> list[PodView]:
         return self.pods.get(node, [])
 
 
@@ -152,19 +123,17 @@ def take_health_snapshot(
     ]
     wanted = [n.name for n in nodes if n.state in states.NEEDS_PODS]
 
-    def pods_of(name: str) -> list[WorkPod]:
+    def pods_of(name: str) -> list[PodView]:
         items = kube.list("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"})
         return [work_pod(raw, settings) for raw in items]
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(wanted) or 1))) as pool:
         pods = dict(zip(wanted, pool.map(pods_of, wanted), strict=True))
     snapshot = HealthSnapshot(taken_at=now, nodes=nodes, pods=pods)
-    gang_namespaces = {p.pod.namespace for on in pods.values() for p in on if p.gang and p.active}
-    for namespace in sorted(gang_namespaces):
-        for raw in kube.list(pod_path(namespace)):
-            member = work_pod(raw, settings)
-            if member.gang and member.active:
-                snapshot.gangs.setdefault((namespace, member.gang), []).append(member)
+    gang_namespaces = {p.namespace for on in pods.values() for p in on if p.gang and in_play(p)}
+    snapshot.gangs = gang_members(
+        kube, gang_namespaces, lambda raw: work_pod(raw, settings), workers=workers
+    )
     if prom is not None:
         try:
             snapshot.signals = read_signals(prom, now, windows(settings))

@@ -17,6 +17,7 @@ from controller.act.runtime import Runtime
 from controller.config import FleetView, Settings
 from controller.harness import PassHarness
 from controller.log import Log
+from controller.nodeflow.act import node_ref
 from controller.observe.kube import KubeClient
 from controller.observe.metrics import Prometheus
 from controller.pass_result import PassOutcome
@@ -25,7 +26,6 @@ from controller.remediation.classify import CONTAINED_ECC, NodeVerdict, Thermal,
 from controller.remediation.observe import HealthSnapshot, take_health_snapshot
 from controller.remediation.plan import Plan, plan_pass
 from controller.remediation.settings import HealthSettings
-from controller.upgrade.act import node_ref
 
 LEASE_SUFFIX = "-health"
 CONCERN = "health"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config import ConfigProblems, FleetView, owned_by_health
-from controller.upgrade.limits import resolve_max_unavailable
+from controller.nodeflow.slots import resolve_max_unavailable
 from controller.upgrade.settings import UpgradeSettings, upgrade_settings
 
 GANG_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -6,19 +6,23 @@ One label (`fleetplane.dev/health-state`) holds the state; `fleetplane.dev/healt
 epoch second the node entered it (timeouts survive a restart of the controller);
 `fleetplane.dev/health-detail` compact JSON (`Detail`): the fault, the remedy asked for, the
 attempt, whether the controller cordoned the node, what the fault has cost so far. No label
-means healthy as far as the controller knows.
+means healthy as far as the controller knows. The label and its annotations are read and
+written by `controller.nodeflow` (`state`, `act`), the base this mode shares with driver
+upgrades.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
 
-import orjson
+from controller.nodeflow import claims
+from controller.nodeflow.state import NodeDetail, StateKeys
 
-STATE_LABEL: Final = "fleetplane.dev/health-state"
+STATE_LABEL: Final = claims.HEALTH.label
 SINCE_ANNOTATION: Final = "fleetplane.dev/health-since"
 DETAIL_ANNOTATION: Final = "fleetplane.dev/health-detail"
+KEYS: Final = StateKeys(label=STATE_LABEL, since=SINCE_ANNOTATION, detail=DETAIL_ANNOTATION)
 
 # The remediation hook (docs/contracts.md): the controller writes the request, a cloud or DCIM
 # integration performs it and writes the completion back with the same request id.
@@ -103,7 +107,7 @@ def next_remedy(remedy: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Detail:
+class Detail(NodeDetail):
     """What `fleetplane.dev/health-detail` holds (compact JSON; unknown keys are dropped).
 
     fault: the classified fault that started it (kind, remedy, reason, gpus, source).
@@ -123,21 +127,10 @@ class Detail:
     evicted: dict[str, dict[str, Any]] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
 
+    EMPTY: ClassVar[tuple[Any, ...]] = (None, False, {}, [])
+
     @classmethod
-    def decode(cls, text: str | None) -> Detail:
-        if not text:
-            return cls()
-        try:
-            raw = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return cls()
-        if not isinstance(raw, dict):
-            return cls()
-        known = {f.name: f for f in fields(cls)}
-        values = {k: v for k, v in raw.items() if k in known}
-        attempt = values.get("attempt")
-        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-            values.pop("attempt", None)
+    def _checked(cls, values: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(values.get("evicted", {}), dict):
             values.pop("evicted")
         if not isinstance(values.get("history", []), list):
@@ -147,16 +140,4 @@ class Detail:
         started = values.get("started")
         if started is not None and (not isinstance(started, int) or isinstance(started, bool)):
             values.pop("started")
-        values["cordoned"] = values.get("cordoned") is True
-        return cls(**values)
-
-    def encode(self) -> str:
-        data = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if getattr(self, f.name) not in (None, False, {}, [])
-        }
-        return orjson.dumps(data).decode()
-
-    def but(self, **changes: Any) -> Detail:
-        return replace(self, **changes)
+        return values

@@ -16,62 +16,40 @@ Errors stay with their step (logged, counted); the other steps of the pass still
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from controller.act.events import EventRecorder, ObjectRef
+from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
-from controller.act.writes import patch_fresh
-from controller.errors import (
-    ConflictError,
-    ControllerError,
-    NotFoundError,
-    TemporaryError,
-    TooManyRequestsError,
-)
+from controller.errors import ControllerError
 from controller.log import Log
-from controller.observe.kube import KubeClient, object_path, pod_path
+from controller.nodeflow.act import (
+    COMMON_STEPS,
+    KEEP,
+    Eviction,
+    ask,
+    delete_exactly,
+    evict,
+    node_path,
+    node_ref,
+    perform,
+    show,
+    write_node_state,
+)
+from controller.observe.kube import KubeClient
 from controller.upgrade import states
-from controller.upgrade.observe import PodView
 from controller.upgrade.plan import Plan
 from controller.upgrade.steps import (
-    Cordon,
-    CreateValidator,
-    DeleteValidator,
     Evict,
     RestartDriver,
     Step,
-    Uncordon,
 )
 
 CONCERN = "upgrade"
 DECISION = "upgrade"
 
-
-class NodeRef(ObjectRef):
-    """A Node as an Event's involved object: cluster-scoped, so the Event lives in `default`
-    and names no namespace (what `kubectl describe node` looks for)."""
-
-    def involved(self) -> dict[str, Any]:
-        ref = ObjectRef.involved(self)
-        ref.pop("namespace", None)
-        return ref
-
-
-def node_ref(name: str) -> NodeRef:
-    return NodeRef(api_version="v1", kind="Node", namespace="default", name=name)
-
-
-def pod_ref(pod: PodView) -> ObjectRef:
-    return ObjectRef(
-        api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid
-    )
-
-
-def node_path(name: str) -> str:
-    return object_path("v1", "nodes", None, name)
+__all__ = ["ActReport", "act_on_plan", "node_path", "node_ref", "write_state"]
 
 
 @dataclass(kw_only=True)
@@ -155,57 +133,38 @@ def _action_name(step: Step) -> str:
 def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
     name = step.node.name
     if step.admission is not None:
-        decision = rt.opa.decide(DECISION, opa_input(step, rt.now))
-        if not decision.allow:
-            report.denied[name] = decision.because()
-            rt.log.info("upgrade.denied", node=name, reasons=list(decision.reasons))
-            rt.summary.action(CONCERN, "admit", "denied")
-            if rt.dry_run:
-                rt.out.write(
-                    f"DRY-RUN {CONCERN}: OPA denies starting {name}: {decision.because()}\n"
-                )
+        facts = opa_input(step, rt.now)
+        denied = ask(rt, CONCERN, DECISION, name, facts, action="admit", what=f"starting {name}")
+        if denied is not None:
+            report.denied[name] = denied
             return False
     if rt.dry_run:
-        for action in step.actions:
-            rt.would(CONCERN, action.name, name, action.describe(name))
-        if step.next_state:
-            rt.would(
-                CONCERN,
-                "set-state",
-                name,
-                f"{step.state or 'no state'} -> {step.next_state}: {step.reason}",
-            )
-        elif step.detail is not None or step.stamp:
-            rt.would(CONCERN, "record", name, step.reason)
+        show(
+            rt,
+            CONCERN,
+            name,
+            step.actions,
+            transition=f"{step.state or 'no state'} -> {step.next_state}: {step.reason}"
+            if step.next_state
+            else None,
+            record=step.reason if step.detail is not None or step.stamp else None,
+        )
         return True
     version = step.node.resource_version
     complete = True
     for action in step.actions:
-        if isinstance(action, Cordon | Uncordon):
-            unschedulable = isinstance(action, Cordon)
-            updated = rt.kube.merge_patch(
-                node_path(name), {"spec": {"unschedulable": unschedulable}}
-            )
-            version = updated["metadata"]["resourceVersion"]
-            rt.done(CONCERN, "cordon" if unschedulable else "uncordon", name, step.reason)
+        if isinstance(action, COMMON_STEPS):
+            version = perform(rt, CONCERN, action, name, step.reason) or version
         elif isinstance(action, Evict):
             complete = _evict(rt, action, name, report) and complete
         elif isinstance(action, RestartDriver):
-            _delete_exactly(rt.kube, action.pod)
+            delete_exactly(rt.kube, action.pod)
             rt.done(CONCERN, "restart-driver", action.pod.key, step.reason, node=name)
             rt.events.emit(
                 node_ref(name),
                 "DriverUpgradeDriverPodDeleted",
                 f"deleted driver pod {action.pod.key} so that its DaemonSet starts {step.target}",
             )
-        elif isinstance(action, CreateValidator):
-            # A conflict means an earlier, interrupted pass created it already.
-            with contextlib.suppress(ConflictError):
-                rt.kube.create(pod_path(action.manifest["metadata"]["namespace"]), action.manifest)
-            rt.done(CONCERN, "create-validator", action.key, step.reason, node=name)
-        elif isinstance(action, DeleteValidator):
-            _delete_exactly(rt.kube, action.pod)
-            rt.done(CONCERN, "delete-validator", action.pod.key, step.reason, node=name)
     if not complete:
         return True
     if step.next_state or step.detail is not None or step.stamp:
@@ -227,43 +186,19 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
 
 
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:
-    pod = action.pod
-    try:
-        rt.kube.evict(pod.namespace, pod.name, uid=pod.uid, grace_seconds=None)
-    except ConflictError as error:
-        # The uid precondition missed: the pod judged is gone and another took its name. That
-        # one was not judged: the step stays incomplete and the next pass plans with it.
-        rt.log.info(
-            "upgrade.evict.replaced",
-            pod=pod.key,
-            node=node,
-            reason=f"not the pod planned for eviction (uid {pod.uid}); not evicted: {error}",
-        )
-        rt.summary.action(CONCERN, "evict", "replaced")
-        return False
-    except TooManyRequestsError as error:
-        report.refused_evictions.append(f"{pod.key} on {node}: {error}")
-        rt.log.info("upgrade.evict.refused", pod=pod.key, node=node, error=str(error))
-        rt.summary.action(CONCERN, "evict", "blocked")
-        return False
-    except NotFoundError:
-        return True  # already gone
-    rt.done(CONCERN, "evict", pod.key, action.why, node=node)
-    rt.events.emit(
-        pod_ref(pod),
-        "DriverUpgradeEviction",
-        f"evicted from node {node} for a GPU driver upgrade: {action.why}",
-        warning=True,
+    told = f"evicted from node {node} for a GPU driver upgrade: {action.why}"
+    outcome, message = evict(
+        rt,
+        CONCERN,
+        action.pod,
+        node,
+        grace_seconds=None,
+        why=action.why,
+        event=("DriverUpgradeEviction", told),
     )
-    return True
-
-
-def _delete_exactly(kube: KubeClient, pod: PodView) -> None:
-    """Delete this pod and no other: a replacement with the same name has another uid."""
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
-    # Not found, or a precondition miss (replaced): either way the pod meant is gone.
-    with contextlib.suppress(NotFoundError, ConflictError):
-        kube.delete(pod_path(pod.namespace, pod.name), body)
+    if outcome is Eviction.REFUSED:
+        report.refused_evictions.append(f"{action.pod.key} on {node}: {message}")
+    return outcome not in (Eviction.REPLACED, Eviction.REFUSED)
 
 
 def write_state(
@@ -279,37 +214,31 @@ def write_state(
     node is in afterwards, or None when the node left the step's state meanwhile (nothing is
     written then)."""
     name = step.node.name
-
-    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current is not None:
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            if labels.get(states.STATE_LABEL) != step.state:
-                return None
-        metadata: dict[str, Any] = {}
-        annotations: dict[str, str] = {}
-        if step.next_state:
-            metadata["labels"] = {states.STATE_LABEL: step.next_state}
-        if step.next_state or step.stamp:
-            annotations[states.SINCE_ANNOTATION] = str(int(now))
-        if step.detail is not None:
-            annotations[states.DETAIL_ANNOTATION] = step.detail.encode()
-        if annotations:
-            metadata["annotations"] = annotations
-        return {"metadata": metadata}
-
-    updated = patch_fresh(kube, node_path(name), resource_version, build)
-    if updated is None:
-        log.warning(
-            "upgrade.state.skipped",
-            node=name,
-            reason=f"the node left state {step.state or 'none'} meanwhile; not written",
-        )
+    metadata: dict[str, Any] = {}
+    annotations: dict[str, str] = {}
+    if step.next_state:
+        metadata["labels"] = {states.STATE_LABEL: step.next_state}
+    if step.next_state or step.stamp:
+        annotations[states.SINCE_ANNOTATION] = str(int(now))
+    if step.detail is not None:
+        annotations[states.DETAIL_ANNOTATION] = step.detail.encode()
+    if annotations:
+        metadata["annotations"] = annotations
+    written = write_node_state(
+        kube,
+        name,
+        label=states.STATE_LABEL,
+        expected=step.state,
+        metadata=metadata,
+        resource_version=resource_version,
+        wanted=step.next_state or KEEP,
+        log=log,
+        concern=CONCERN,
+        shown=step.state or "none",
+    )
+    if written is None:
         return None
-    found = ((updated.get("metadata") or {}).get("labels") or {}).get(states.STATE_LABEL)
-    if step.next_state and found != step.next_state:
-        raise TemporaryError(
-            f"node {name}: state label reads {found!r} after writing {step.next_state!r}"
-        )
+    found = written.state
     if step.next_state:
         events.emit(
             node_ref(name),

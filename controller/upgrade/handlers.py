@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from controller.nodeflow.consumers import SERVICE_OWNERS, Role
+from controller.nodeflow.validator import HEALTHY, UNHEALTHY, read_verdict, validator_pod
 from controller.observe.model import DisruptionBudget, format_time
 from controller.upgrade import states
-from controller.upgrade.consumers import Role
 from controller.upgrade.observe import (
     NodeView,
     PodView,
@@ -27,16 +28,6 @@ from controller.upgrade.steps import (
     Step,
     Uncordon,
 )
-from controller.upgrade.validator import (
-    HEALTHY,
-    UNHEALTHY,
-    read_verdict,
-    validator_pod,
-)
-
-SERVICE_OWNERS = frozenset({"ReplicaSet", "StatefulSet"})
-"""Owners whose pods are replicas of a service: their controller starts them elsewhere, so they
-are evicted at once (their PodDisruptionBudget decides how fast) instead of waited for."""
 
 
 @dataclass(frozen=True, kw_only=True)

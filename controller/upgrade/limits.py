@@ -1,8 +1,9 @@
-"""How many nodes may leave service, and when. Pure functions, no I/O.
+"""When nodes may start an upgrade, and how many. Pure functions, no I/O.
 
-`upgrade_slots` is the throttle, as in the GPU Operator's upgrade library: the smaller of the
-parallel slots left and `max_unavailable` minus the nodes already unavailable (cordoned or
-NotReady for any reason, or in the rollout). `resolve_max_unavailable` and `in_window` mirror
+`upgrade_slots` is the pool throttle every node workflow shares (`controller.nodeflow.slots`):
+the smaller of the parallel slots left and `max_unavailable` minus the nodes already
+unavailable (cordoned or NotReady for any reason, or in the rollout). `resolve_max_unavailable`
+(also there) and `in_window` mirror
 `policies/fleetplane/decisions/upgrade/upgrade.rego` exactly, so the controller never plans a
 step the policy would refuse for these reasons (the policy still has the last word).
 """
@@ -15,34 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from controller.nodeflow.slots import resolve_max_unavailable as resolve_max_unavailable
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Indexed by `datetime.weekday()`."""
 
-_PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
 _CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
-
-
-def resolve_max_unavailable(value: object, pool_nodes: int) -> int | None:
-    """Nodes of a pool that may be unavailable at once. An integer is taken as is; "N%" is N
-    percent of the pool rounded up; either way at least 1. None when the value is neither."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return max(value, 1) if value >= 0 else None
-    if isinstance(value, str):
-        if value.isdigit():
-            return max(int(value), 1)
-        match = _PERCENT.match(value)
-        if match:
-            percent = int(match.group(1))
-            return max(-(-percent * pool_nodes // 100), 1)
-    return None
-
-
-def upgrade_slots(
-    *, max_parallel: int, in_progress: int, max_unavailable: int, unavailable: int
-) -> int:
-    """Nodes that may start an upgrade now: min(parallel slots left, max_unavailable minus the
-    nodes already unavailable), never below zero."""
-    return max(0, min(max_parallel - in_progress, max_unavailable - unavailable))
 
 
 @dataclass(frozen=True, kw_only=True)

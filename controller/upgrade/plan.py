@@ -9,7 +9,7 @@ what for). Each node moves at most one state per pass. Per pool, in this order:
 2. the halt: while a node of the pool is failed, or fails in this pass, nothing new starts, no
    driver is restarted, and nodes still on the old driver go back into service;
 3. admissions: inside a maintenance window, nodes in `upgrade-required` leave service in a fixed
-   order while `limits.upgrade_slots` allows (each still needs OPA's allow, asked when acting);
+   order while `nodeflow.slots.slots` allows (each still needs OPA's allow, asked when acting);
    A node that runs a pod of a gang (Volcano PodGroup) whose other pods run on other nodes is
    admitted only together with all of those nodes (`_drain_group`), when the slots allow all
    of them at once; otherwise it waits, and its note says for what. Part of a gang is never
@@ -24,16 +24,16 @@ take no unavailability slot), (2) then by name, numbers compared as numbers (`po
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.nodeflow import claims
+from controller.nodeflow.slots import natural_key, slots
 from controller.observe.model import format_time
-from controller.remediation.states import STATE_LABEL as HEALTH_STATE_LABEL
 from controller.upgrade import states
 from controller.upgrade.handlers import HANDLERS, Context, driver_restarted
-from controller.upgrade.limits import in_any_window, next_opening, upgrade_slots
+from controller.upgrade.limits import in_any_window, next_opening
 from controller.upgrade.observe import (
     NodeView,
     UpgradeSnapshot,
@@ -127,10 +127,6 @@ class Plan:
 
 
 # --- planning --------------------------------------------------------------------------------
-
-
-def natural_key(name: str) -> tuple[Any, ...]:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def admission_order(node: NodeView) -> tuple[Any, ...]:
@@ -309,7 +305,7 @@ def _admit(
         if not node.ready:
             notes[node.name] = "NotReady: not started until it is Ready again"
             continue
-        held = node.labels.get(HEALTH_STATE_LABEL)
+        held = claims.HEALTH.held(node.labels)
         if held:
             # The two machines never act on one node at once (controller/remediation).
             notes[node.name] = f"held by GPU health remediation ({held}): not started"
@@ -332,7 +328,7 @@ def _admit(
         if needs_unavailable:
             # The count function: slots left once the group's already-unschedulable nodes
             # took their parallel slots must cover the rest.
-            room = upgrade_slots(
+            room = slots(
                 max_parallel=ctx.settings.max_parallel,
                 in_progress=in_progress + needs_parallel - needs_unavailable,
                 max_unavailable=limit,
@@ -431,7 +427,7 @@ def _why_not_admitted(node: NodeView | None, target: str) -> str:
         return f"in state {node.state or 'none'}, not yet waiting for admission"
     if not node.ready:
         return "NotReady"
-    if node.labels.get(HEALTH_STATE_LABEL):
+    if claims.HEALTH.held(node.labels):
         return "held by GPU health remediation"
     return "not admissible now"
 

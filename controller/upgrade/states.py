@@ -6,25 +6,34 @@ the epoch second the node entered it (timeouts survive a restart of the controll
 `fleetplane.dev/upgrade-detail` holds compact JSON (`Detail`): the target, the driver it came
 from, whether the controller cordoned it, the driver pod it restarted, the validation attempt,
 the last verdict and the failure, if any. The names follow the GPU Operator's upgrade library:
-each state names what is required next.
+each state names what is required next. The label and its annotations are read and written
+by `controller.nodeflow` (`state`, `act`), the base this mode shares with GPU remediation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
+from controller.nodeflow import claims
+from controller.nodeflow.keys import (
+    APP_NAME_LABEL as APP_NAME_LABEL,
+)
+from controller.nodeflow.keys import (
+    VALIDATOR_APP as VALIDATOR_APP,
+)
+from controller.nodeflow.keys import (
+    VALIDATOR_ATTEMPT_LABEL as VALIDATOR_ATTEMPT_LABEL,
+)
+from controller.nodeflow.keys import (
+    VALIDATOR_NODE_ANNOTATION as VALIDATOR_NODE_ANNOTATION,
+)
+from controller.nodeflow.state import NodeDetail, StateKeys
 
-STATE_LABEL: Final = "fleetplane.dev/upgrade-state"
+STATE_LABEL: Final = claims.UPGRADE.label
 SINCE_ANNOTATION: Final = "fleetplane.dev/upgrade-since"
 DETAIL_ANNOTATION: Final = "fleetplane.dev/upgrade-detail"
-
-# On validator pods.
-VALIDATOR_APP: Final = "fleetplane-upgrade-validator"
-VALIDATOR_NODE_ANNOTATION: Final = "fleetplane.dev/upgrade-node"
-VALIDATOR_ATTEMPT_LABEL: Final = "fleetplane.dev/upgrade-attempt"
-APP_NAME_LABEL: Final = "app.kubernetes.io/name"
+KEYS: Final = StateKeys(label=STATE_LABEL, since=SINCE_ANNOTATION, detail=DETAIL_ANNOTATION)
 
 UPGRADE_REQUIRED: Final = "upgrade-required"
 CORDON_REQUIRED: Final = "cordon-required"
@@ -115,7 +124,7 @@ def allowed(current: str | None, following: str) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Detail:
+class Detail(NodeDetail):
     """What `fleetplane.dev/upgrade-detail` holds (compact JSON; unknown keys are dropped).
 
     target: driver version this upgrade rolls out. previous: the driver the node had.
@@ -136,32 +145,3 @@ class Detail:
     verdict: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     cleared: dict[str, Any] | None = None
-
-    @classmethod
-    def decode(cls, text: str | None) -> Detail:
-        if not text:
-            return cls()
-        try:
-            raw = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return cls()
-        if not isinstance(raw, dict):
-            return cls()
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in raw.items() if k in known}
-        attempt = values.get("attempt")
-        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-            values.pop("attempt", None)
-        values["cordoned"] = values.get("cordoned") is True
-        return cls(**values)
-
-    def encode(self) -> str:
-        data = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if getattr(self, f.name) not in (None, False)
-        }
-        return orjson.dumps(data).decode()
-
-    def but(self, **changes: Any) -> Detail:
-        return replace(self, **changes)

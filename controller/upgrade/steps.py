@@ -1,33 +1,20 @@
 """The steps of a driver upgrade: the idempotent side effects a handler asks for (cordon,
-evict, restart the driver, create or delete the validator pod, uncordon), the admission of a
-node into the rollout, and the step that carries them and the node's next state."""
+evict, restart the driver, create or delete the validator pod, uncordon; the common ones are
+`controller.nodeflow.steps`), the admission of a node into the rollout, and the step that
+carries them and the node's next state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from controller.upgrade.observe import (
-    NodeView,
-    PodView,
-)
+from controller.nodeflow.pods import PodView
+from controller.nodeflow.steps import Cordon as Cordon
+from controller.nodeflow.steps import CreateValidator as CreateValidator
+from controller.nodeflow.steps import DeleteValidator as DeleteValidator
+from controller.nodeflow.steps import Uncordon as Uncordon
+from controller.upgrade.observe import NodeView
 from controller.upgrade.states import Detail
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cordon:
-    name: ClassVar[str] = "cordon"
-
-    def describe(self, node: str) -> str:
-        return f"cordon node {node}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Uncordon:
-    name: ClassVar[str] = "uncordon"
-
-    def describe(self, node: str) -> str:
-        return f"uncordon node {node}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,29 +37,6 @@ class RestartDriver:
 
     def describe(self, node: str) -> str:
         return f"delete driver pod {self.pod.key} on {node} (uid {self.pod.uid})"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CreateValidator:
-    name: ClassVar[str] = "create-validator"
-    manifest: dict[str, Any]
-
-    @property
-    def key(self) -> str:
-        meta = self.manifest["metadata"]
-        return f"{meta['namespace']}/{meta['name']}"
-
-    def describe(self, node: str) -> str:
-        return f"create validator pod {self.key} on {node}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeleteValidator:
-    name: ClassVar[str] = "delete-validator"
-    pod: PodView
-
-    def describe(self, node: str) -> str:
-        return f"delete validator pod {self.pod.key}"
 
 
 Action = Cordon | Uncordon | Evict | RestartDriver | CreateValidator | DeleteValidator

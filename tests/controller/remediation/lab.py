@@ -25,13 +25,13 @@ from typing import Any
 from controller.config import FleetView, Settings, parse_config
 from controller.errors import InjectedFault
 from controller.log import configure
+from controller.nodeflow.validator import termination_message
 from controller.observe.kube import KubeClient, object_path, pod_path
 from controller.observe.metrics import Prometheus
 from controller.remediation import states
 from controller.remediation.observe import health_node
 from controller.remediation.run import PassResult, run_health_pass
 from controller.remediation.settings import HealthSettings, health_settings
-from controller.upgrade.validator import termination_message
 from fleet import labels as keys
 from fleet.config import load_stack_config
 from fleet.project import stack_file

@@ -34,13 +34,13 @@ from typing import Any
 from controller.config import FleetView, Settings, parse_config
 from controller.errors import InjectedFault
 from controller.log import configure
+from controller.nodeflow.consumers import Role
+from controller.nodeflow.validator import termination_message
 from controller.observe.kube import KubeClient, object_path, pod_path
 from controller.upgrade import states
-from controller.upgrade.consumers import Role
 from controller.upgrade.observe import node_view, pod_view
 from controller.upgrade.rollout import PassResult, run_upgrade_pass
 from controller.upgrade.settings import UpgradeSettings, upgrade_settings
-from controller.upgrade.validator import termination_message
 from fleet import labels as keys
 from fleet.config import load_stack_config
 from fleet.project import stack_file

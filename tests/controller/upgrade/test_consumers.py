@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller.upgrade.consumers import Role
+from controller.nodeflow.consumers import Role
 from tests.controller.upgrade.builders import PodBuilder, driver_pod, pod, validator
 
 

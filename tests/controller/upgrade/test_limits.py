@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from controller.nodeflow.slots import resolve_max_unavailable
+from controller.nodeflow.slots import slots as upgrade_slots
 from controller.upgrade.limits import (
     Window,
     in_window,
     next_opening,
     parse_window,
-    resolve_max_unavailable,
-    upgrade_slots,
 )
 
 

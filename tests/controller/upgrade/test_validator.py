@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.upgrade.observe import Terminated
-from controller.upgrade.validator import (
+from controller.nodeflow.validator import (
     HEALTHY,
     MESSAGE_LIMIT,
     UNAVAILABLE,
@@ -22,6 +21,7 @@ from controller.upgrade.validator import (
     termination_message,
     validator_pod,
 )
+from controller.upgrade.observe import Terminated
 from tests.controller.health.fake_nvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     FakeGpu,
