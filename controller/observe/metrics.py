@@ -77,7 +77,7 @@ PodKey = tuple[str, str]
 GpuKey = tuple[str, str, str, str]
 
 
-def _label_set(values: Iterable[str]) -> str:
+def label_set(values: Iterable[str]) -> str:
     """A PromQL regex matching exactly these label values (`a|b`, dots and other regex
     metacharacters escaped), as the body of a double-quoted PromQL string."""
     escaped = []
@@ -183,8 +183,8 @@ class Prometheus:
             for start in range(0, len(chosen), DETAIL_BATCH):
                 by_batch.append(chosen[start : start + DETAIL_BATCH])
             selectors = [
-                f'{{namespace=~"{_label_set(ns for ns, _ in batch)}",'
-                f'pod=~"{_label_set(name for _, name in batch)}"}}'
+                f'{{namespace=~"{label_set(ns for ns, _ in batch)}",'
+                f'pod=~"{label_set(name for _, name in batch)}"}}'
                 for batch in by_batch
             ]
         functions = [

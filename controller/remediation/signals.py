@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.errors import PermanentError
-from controller.observe.metrics import Prometheus, _label_set
+from controller.observe.metrics import Prometheus, label_set
 
 TEMP = "DCGM_FI_DEV_GPU_TEMP"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -132,7 +132,7 @@ class Windows:
 def _selector(hostnames: Iterable[str] | None) -> str:
     if hostnames is None:
         return ""
-    return f'Hostname=~"{_label_set(hostnames)}"'
+    return f'Hostname=~"{label_set(hostnames)}"'
 
 
 def _per_gpu(

@@ -116,5 +116,5 @@ def test_an_idle_line_of_100_percent_details_every_pod(prometheus_url: str) -> N
 
 
 def test_label_set_is_an_exact_match_regex() -> None:
-    assert metrics._label_set(["b.c", "a", "a"]) == "a|b\\\\.c"
-    assert metrics._label_set(['x"y']) == 'x\\"y'
+    assert metrics.label_set(["b.c", "a", "a"]) == "a|b\\\\.c"
+    assert metrics.label_set(['x"y']) == 'x\\"y'
