@@ -86,7 +86,10 @@ def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str,
         "toolkit": {
             "enabled": True,
             "env": [
-                {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+                {
+                    "name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED",
+                    "value": "false",
+                },
                 {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
             ],
         },
@@ -101,7 +104,7 @@ def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str,
                 "name": DEVICE_PLUGIN_CONFIG,
                 "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
                 "data": plugin_configs,
-            }
+            },
         },
         "dcgmExporter": {"enabled": True, "serviceMonitor": dcgm_service_monitor(fleet)},
         "nfd": {"enabled": True},
