@@ -191,14 +191,6 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         .subresource("ephemeralcontainers"),
         {"accelerator-access"},
     ),
-    (
-        "ephemeral debugger in a gpu pod",
-        training()
-        .ephemeral_container()
-        .updated_from(training())
-        .subresource("ephemeralcontainers"),
-        set(),
-    ),
     # issue 33: devices held past every end: the grace period is bounded and priced
     ("training pod with a short grace", training().grace(60), set()),
     (
