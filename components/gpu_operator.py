@@ -78,16 +78,36 @@ def gpu_operator_values(fleet: FleetConfig, cluster: ClusterConfig) -> dict[str,
             "version": settings.driver_version,
             "upgradePolicy": {"autoUpgrade": False},
         },
-        "toolkit": {"enabled": True},
+        # A container's GPUs come only from what the device plugin granted it: the runtime
+        # ignores NVIDIA_VISIBLE_DEVICES (and NVIDIA_IMEX_CHANNELS) in unprivileged
+        # containers, so a CUDA image's own `NVIDIA_VISIBLE_DEVICES=all` exposes nothing to
+        # a sidecar, init or ephemeral container without a request, and reads the device
+        # list from the /dev/null mounts under /var/run/nvidia-container-devices the device
+        # plugin adds (DEVICE_LIST_STRATEGY below; a pod could forge one only with a hostPath,
+        # which the gate refuses). Privileged containers, which still may, are refused by the
+        # gate outside the platform's namespaces.
+        "toolkit": {
+            "enabled": True,
+            "env": [
+                {
+                    "name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED",
+                    "value": "false",
+                },
+                {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
+            ],
+        },
         "mig": {"strategy": settings.mig_strategy},
         "migManager": {"enabled": any(p.mig_profile for p in operator_pools)},
         "devicePlugin": {
+            # The toolkit above reads devices from these mounts only: without them every
+            # GPU container would get none.
+            "env": [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}],
             "config": {
                 "create": True,
                 "name": DEVICE_PLUGIN_CONFIG,
                 "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
                 "data": plugin_configs,
-            }
+            },
         },
         "dcgmExporter": {
             "enabled": True,

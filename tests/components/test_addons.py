@@ -73,6 +73,29 @@ def test_gpu_operator_ships_the_fleet_s_dcgm_counters_file(
     } <= set(enabled_fields(config["data"]))
 
 
+def test_gpu_operator_gives_containers_only_the_devices_the_plugin_granted(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    """Issue 33: a container without a request (sidecar, init, ephemeral) must not reach the
+    node's GPUs through its image's NVIDIA_VISIBLE_DEVICES: the runtime ignores the variable
+    in unprivileged containers and reads the device plugin's volume mounts instead."""
+    fleet = stack_fleets["prod"]
+    declared = declare(
+        lambda: GpuOperator(
+            "prod-gpu-operator", GpuOperatorArgs(fleet=fleet, cluster=fleet.clusters[0])
+        )
+    )
+    values = declared.one(RELEASE).inputs["values"]
+    toolkit = {e["name"]: e["value"] for e in values["toolkit"]["env"]}
+    assert toolkit == {
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED": "false",
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS": "true",
+    }
+    assert values["toolkit"]["enabled"] is True
+    plugin = {e["name"]: e["value"] for e in values["devicePlugin"]["env"]}
+    assert plugin == {"DEVICE_LIST_STRATEGY": "volume-mounts"}
+
+
 def test_gpu_operator_time_slicing_config_per_sharing_pool(
     declare: Declare, stack_fleets: dict[str, FleetConfig]
 ) -> None:

@@ -179,6 +179,25 @@ class Workload:
         container = {"name": "init", "image": image, **extra}
         return self._edit(lambda t: t["spec"].setdefault("initContainers", []).append(container))
 
+    def sidecar(self, **extra: Any) -> Workload:
+        """A sidecar: an init container that keeps running (restartPolicy Always)."""
+        return self.init_container(name="sidecar", restartPolicy="Always", **extra)
+
+    def ephemeral_container(self, image: str = ALLOWED_IMAGE, **extra: Any) -> Workload:
+        container = {"name": "debug", "image": image, **extra}
+        return self._edit(
+            lambda t: t["spec"].setdefault("ephemeralContainers", []).append(container)
+        )
+
+    def env(self, name: str, value: str) -> Workload:
+        """An environment variable of the main container."""
+        variable = {"name": name, "value": value}
+        return self._main(lambda c: c.setdefault("env", []).append(variable))
+
+    def grace(self, seconds: Any) -> Workload:
+        """terminationGracePeriodSeconds of the pod template."""
+        return self._spec(terminationGracePeriodSeconds=seconds)
+
     def privileged(self) -> Workload:
         return self._main(lambda c: c.update(securityContext={"privileged": True}))
 

@@ -165,6 +165,45 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     ("host pid", cpu().host("hostPID"), {"host-namespaces"}),
     ("host ipc", cpu().host("hostIPC"), {"host-namespaces"}),
     ("host path", cpu().host_path(), {"host-path"}),
+    # issue 33: devices the device plugin did not grant: the runtime's feature variables
+    # mount the node's RDMA, NVSwitch and storage device nodes into a container with GPUs;
+    # sidecars and ephemeral containers without a request opt out of devices or get none
+    (
+        "training pod reaching the rdma network",
+        training().env("NVIDIA_MOFED", "enabled"),
+        {"accelerator-access"},
+    ),
+    (
+        "sidecar reaching the nvswitch fabric",
+        training().sidecar(env=[{"name": "NVIDIA_NVSWITCH", "value": "enabled"}]),
+        {"accelerator-access"},
+    ),
+    (
+        "sidecar opting out of devices",
+        training().sidecar(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
+        set(),
+    ),
+    (
+        "ephemeral container asking for the node's gpus",
+        training()
+        .ephemeral_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+        .updated_from(training())
+        .subresource("ephemeralcontainers"),
+        {"accelerator-access"},
+    ),
+    # issue 33: devices held past every end: the grace period is bounded and priced
+    ("training pod with a short grace", training().grace(60), set()),
+    (
+        "training pod holding its gpus an hour past its end",
+        training().grace(3600),
+        {"termination-grace"},
+    ),
+    (
+        "inference deployment with a long grace",
+        inference().grace(600).as_deployment(replicas=2),
+        {"termination-grace"},
+    ),
+    ("cpu pod with a long grace", cpu().grace(3600), set()),
     # everything at once: one message per violated rule
     (
         "many violations",

@@ -1,8 +1,9 @@
 # Accelerator access rules: Every way a pod can reach an accelerator counts as
 # asking for one, and the only way the gate can count is resources.limits.
 # So a pod is refused when it could reach devices the limits do not name: the
-# NVIDIA runtime's device variables in its environment (or a ConfigMap or
-# Secret that may set them, on a pod that lands on accelerator nodes), a
+# NVIDIA runtime's device and feature variables in its environment (or a
+# ConfigMap or Secret that may set them, on a pod that lands on accelerator
+# nodes), a
 # toleration of the accelerator taints or a selection of accelerator nodes
 # without requesting an accelerator (on such a node the runtime exposes the
 # node's GPUs to an image that asks for them, e.g. CUDA images setting
@@ -11,6 +12,15 @@
 # scheduler, its taints and every placement rule, is refused for every pod by
 # the node-name rule (accelerators.rego). Host paths to device nodes are
 # refused by the host-path rule with every other hostPath.
+#
+# What the spec cannot show, the image's own environment (CUDA images set
+# NVIDIA_VISIBLE_DEVICES=all), is closed in the GPU Operator's toolkit
+# configuration (components/gpu_operator.py): the runtime ignores device
+# variables in unprivileged containers and takes a container's devices only
+# from the device plugin's volume mounts (/dev/null mounted under
+# /var/run/nvidia-container-devices, which only a hostPath, refused, could
+# forge). A container the device plugin granted nothing, an init, sidecar or
+# ephemeral one among them, then gets no device and no feature device.
 package fleetplane.admission
 
 import data.fleetplane.config
@@ -35,6 +45,31 @@ inert_device_variable(variable) if {
 	object.get(variable, "value", "") in lib.device_env_inert_values
 }
 
+# METADATA
+# description: >-
+#   Device classes the device plugin does not grant: the toolkit's feature
+#   variables mount the node's RDMA, NVSwitch, GPUDirect Storage and gdrcopy
+#   device nodes into any container that has GPUs, and the graphics and
+#   display driver capabilities its GPUs' DRM nodes; in a container without
+#   GPUs they do nothing, so every container is held to it (init, sidecar
+#   and ephemeral containers included). A literal value only: valueFrom
+#   could hold anything.
+deny contains msg if {
+	some [where, entry, _] in checked_containers
+	some variable in entry.container.env
+	variable.name in lib.device_feature_env_vars
+	not inert_feature_variable(variable)
+	msg := sprintf(
+		"accelerator-access: %s sets %s, which makes the NVIDIA container runtime mount device nodes the device plugin does not grant; remove it (or set it to \"disabled\")",
+		[workloads.container_where(where, entry), variable.name],
+	)
+}
+
+inert_feature_variable(variable) if {
+	not variable.valueFrom
+	object.get(variable, "value", "") in lib.device_feature_inert_values
+}
+
 deny contains msg if {
 	some [where, entry, _] in checked_containers
 	some f in facts
@@ -42,11 +77,11 @@ deny contains msg if {
 	f.devices > 0
 	some source in entry.container.envFrom
 	prefix := object.get(source, "prefix", "")
-	some variable in lib.device_env_vars
-	startswith(variable, prefix)
+	variables := sort([v | some v in lib.device_reaching_env_vars; startswith(v, prefix)])
+	count(variables) > 0
 	msg := sprintf(
 		"accelerator-access: %s takes its environment from %s without a prefix that rules out %s, which the NVIDIA container runtime reads to expose devices; set envFrom[].prefix (e.g. APP_) or list the variables under env",
-		[workloads.container_where(where, entry), env_source(source), variable],
+		[workloads.container_where(where, entry), env_source(source), concat(", ", variables)],
 	)
 }
 

@@ -47,9 +47,20 @@ price(p, family) := max(prices) if {
 
 # METADATA
 # description: >-
-#   Pod-seconds the pods of a template may run in all (workloads.pod_seconds
-#   with the type's default runtime); undefined when nothing bounds them.
-pod_seconds(f) := workloads.pod_seconds(f.replicas, f.runs, f.wall, f.replaced, f.pod_deadline, type_config.default_max_runtime_seconds)
+#   Pod-seconds the pods of a template may hold their devices in all
+#   (workloads.pod_seconds with the type's default runtime, each bound on a
+#   run followed by the pods' termination grace, termination.rego); undefined
+#   when nothing bounds them.
+pod_seconds(f) := workloads.pod_seconds(
+	f.replicas,
+	f.runs,
+	with_grace(f.wall, grace),
+	f.replaced,
+	with_grace(f.pod_deadline, grace),
+	with_grace(type_config.default_max_runtime_seconds, grace),
+) if {
+	grace := priced_grace(f.spec)
+}
 
 # METADATA
 # description: One cost item per template and accelerator resource.

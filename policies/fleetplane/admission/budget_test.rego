@@ -18,16 +18,21 @@ rules_with_spend(rev, spend) := {split(m, ":")[0] | some m in with_spend(rev, sp
 
 near(x, want) if abs(x - want) < 0.01
 
-# 8 H100 on demand for the training default of 24 hours: 8 x 12.29 x 24 = 2359.68.
-eight_h100_day := 2359.68
+# 8 H100 on demand for the training default of 24 hours and the pod's
+# termination grace (Kubernetes' default, 30 s; issue 33: the grace is priced):
+# 8 x 12.29 x (86400 + 30) / 3600 = 2360.50.
+eight_h100_day := ((8 * 12.29) * (86400 + 30)) / 3600
+
+# The same for a deadline of an hour and the grace: 99.14.
+eight_h100_hour := ((8 * 12.29) * (3600 + 30)) / 3600
 
 estimate_cases := {
 	"on-demand pod at the type's default runtime": {"input": testing.pod(testing.training), "want": eight_h100_day},
 	"deployment replicas": {"input": testing.deployment(testing.training, 2), "want": 2 * eight_h100_day},
-	"job deadline": {"input": testing.job(testing.training, {"activeDeadlineSeconds": 3600}), "want": 98.32},
-	"spot batch at spot price": {"input": testing.pod(testing.batch), "want": 13.2},
-	"no model selected prices the team default": {"input": testing.pod(testing.without_spec_field(testing.training, "nodeSelector")), "want": 704.64},
-	"another family prices its dearest model": {"input": testing.pod(testing.replace_spec(testing.with_limits(testing.training, {"google.com/tpu": "4"}), "nodeSelector", {})), "want": 115.2},
+	"job deadline": {"input": testing.job(testing.training, {"activeDeadlineSeconds": 3600}), "want": eight_h100_hour},
+	"spot batch at spot price": {"input": testing.pod(testing.batch), "want": (13.2 * (21600 + 30)) / 21600},
+	"no model selected prices the team default": {"input": testing.pod(testing.without_spec_field(testing.training, "nodeSelector")), "want": (704.64 * (86400 + 30)) / 86400},
+	"another family prices its dearest model": {"input": testing.pod(testing.replace_spec(testing.with_limits(testing.training, {"google.com/tpu": "4"}), "nodeSelector", {})), "want": (115.2 * (86400 + 30)) / 86400},
 	"dearest of the selected models": {
 		"input": testing.pod(testing.with_spec(testing.without_spec_field(testing.training, "nodeSelector"), {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3"]}]}]}}}})),
 		"want": eight_h100_day,
@@ -122,11 +127,11 @@ wave_cases := {
 	"job: one run and six retries at the default runtime": {"input": testing.job(testing.training, {}), "want": 7 * eight_h100_day},
 	"job: completions in waves with their retries, each under its pod deadline": {
 		"input": testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600}), {"parallelism": 2, "completions": 8, "backoffLimit": 2}),
-		"want": 10 * 98.32,
+		"want": 10 * eight_h100_hour,
 	},
 	"job: the job deadline bounds every wave": {
 		"input": testing.job(testing.training, {"parallelism": 2, "completions": 8, "activeDeadlineSeconds": 3600}),
-		"want": 2 * 98.32,
+		"want": 2 * eight_h100_hour,
 	},
 	"job: no retries": {"input": testing.job(testing.training, {"backoffLimit": 0}), "want": eight_h100_day},
 	"cronjob: one run": {"input": testing.cronjob_forbid(testing.training, {"backoffLimit": 0}), "want": eight_h100_day},

@@ -81,7 +81,8 @@ fast_warnings := fast_verdict.warnings if fast_verdict.denials == []
 #   annotations, affinity (the template's one required node affinity
 #   expression `In` as {key, values}, or null without required node affinity;
 #   see fast_required_affinity), replicas, wall and pod_deadline (positive
-#   deadlines or null), resources (the whole-device accelerator resources the limits
+#   deadlines or null), grace (terminationGracePeriodSeconds, 30 when unset,
+#   as written: fast_verdict reads it for accelerator templates), resources (the whole-device accelerator resources the limits
 #   name), counts (the device counts of those limits) and limits (one entry
 #   per accelerator limit). Undefined when anything is outside the common
 #   case.
@@ -98,6 +99,7 @@ fast_base := {
 	"replicas": replicas,
 	"wall": t.deadline,
 	"pod_deadline": pod_deadline,
+	"grace": object.get(spec, "terminationGracePeriodSeconds", 30),
 	"resources": {r | some limits in accelerators; some r, _ in limits},
 	"counts": [n | some limits in accelerators; some q in limits; n := workloads.parse_count(q)],
 	"limits": [1 | some limits in accelerators; some _ in limits],
@@ -241,7 +243,10 @@ fast_unusual_field("ports", ports) if {
 
 fast_unusual_field("env", env) if {
 	some variable in env
-	variable.name in {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS"}
+	variable.name in {
+		"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS",
+		"NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_GDRCOPY", "NVIDIA_NVSWITCH",
+	}
 }
 
 fast_unusual_field(field, probe) if {
@@ -423,13 +428,28 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	# runtime's device variables.
 	b.template.bounded
 	total := b.replicas * devices
+
+	# A grace period within the bound (termination.rego's
+	# max_termination_grace_seconds, as a literal); any other takes the full
+	# rules.
+	grace := b.grace
+	is_number(grace)
+	grace >= 0
+	grace <= 120
+	grace == floor(grace)
 	total <= tc.max_accelerators
 	total < approval.threshold_accelerators
 	{true: object.get(input.request.object, ["spec", "concurrencyPolicy"], "Allow"), false: "Forbid"}[input.request.kind.kind == "CronJob"] in {"Forbid", "Replace"}
 	count([1 |
 		some c in spec.containers
 		some source in c.envFrom
-		strings.any_prefix_match(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS"], object.get(source, "prefix", ""))
+		strings.any_prefix_match(
+			[
+				"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS",
+				"NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_GDRCOPY", "NVIDIA_NVSWITCH",
+			],
+			object.get(source, "prefix", ""),
+		)
 	]) == 0
 
 	# Capacity: where the pod may run, as the full rules see it.
@@ -485,7 +505,7 @@ fast_verdict := {"denials": fast_base.denials, "warnings": []} if {
 	spent >= 0
 	reserved := fast_reserved(team, now)
 	t := b.template
-	seconds := fast_pod_seconds(t, b.wall, b.pod_deadline, tc.default_max_runtime_seconds)
+	seconds := fast_pod_seconds(t, b.wall, b.pod_deadline, tc.default_max_runtime_seconds, grace)
 	limit := team_config.monthly_budget_usd
 	is_number(limit)
 	is_number(cfg.budget.warn_ratio)
@@ -523,16 +543,17 @@ fast_spot_placement(spec, selector, affinity) := scheduling.spot_placement(spec)
 }
 
 # The pod-seconds of a template (workloads.pod_seconds with the type's default
-# runtime), or null when nothing bounds them. One run of a pod with no
-# deadline is the default runtime itself (the product, 1 x fallback, costs
-# OPA about 50 allocations).
-fast_pod_seconds(t, wall, pod_deadline, fallback) := fallback if {
+# runtime, each bound followed by the grace, as budget.rego's pod_seconds), or
+# null when nothing bounds them. One run of a pod with no deadline is the
+# default runtime and the grace (the product, 1 x fallback, costs OPA about
+# 50 allocations).
+fast_pod_seconds(t, wall, pod_deadline, fallback, grace) := fallback + grace if {
 	wall == null
 	pod_deadline == null
 	t.runs == 1
 	is_number(fallback)
 } else := seconds if {
-	seconds := workloads.pod_seconds(t.replicas, t.runs, wall, t.replaced, pod_deadline, fallback)
+	seconds := workloads.pod_seconds(t.replicas, t.runs, with_grace(wall, grace), t.replaced, with_grace(pod_deadline, grace), with_grace(fallback, grace))
 } else := null
 
 # The budget's [denials, warnings] for a workload that costs seconds x

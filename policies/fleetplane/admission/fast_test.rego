@@ -57,6 +57,8 @@ common_cases := {
 	"gpu pod taking a configmap under a prefix": testing.pod(testing.replace_spec(testing.training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"envFrom": [{"configMapRef": {"name": "s"}, "prefix": "APP_"}]})])),
 	"operator job with one kind of replica": testing.of_kind("kubeflow.org", "v1", "PyTorchJob", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt"}, "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": testing.training}}}}),
 	"user's own annotations": testing.pod(testing.with_annotations(testing.training, {"fleetplane.dev/last-checkpoint": "1795000000", "team.example/owner": "bob"})),
+	"training pod with a short grace": testing.pod(testing.with_spec(testing.training, {"terminationGracePeriodSeconds": 90})),
+	"training job with a short grace under a deadline": testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600, "terminationGracePeriodSeconds": 60}), {"backoffLimit": 1}),
 }
 
 test_fast_path_takes_models_selected_by_affinity[name] if {
@@ -184,6 +186,10 @@ refused_cases := {
 	"apparmor annotation": testing.pod(testing.with_annotations(testing.cpu, {"container.apparmor.security.beta.kubernetes.io/web": "unconfined"})),
 	"device variable": testing.pod(testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}])),
 	"gpu pod taking a configmap whole": testing.pod(testing.replace_spec(training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"envFrom": [{"configMapRef": {"name": "s"}}]})])),
+	"gpu pod reaching the rdma network": testing.pod(testing.replace_spec(training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"env": [{"name": "NVIDIA_MOFED", "value": "enabled"}]})])),
+	"gpu pod taking a configmap under a prefix that spells a feature variable": testing.pod(testing.replace_spec(training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {"envFrom": [{"configMapRef": {"name": "s"}, "prefix": "NVIDIA_G"}]})])),
+	"gpu pod with a long grace": testing.pod(testing.with_spec(training, {"terminationGracePeriodSeconds": 3600})),
+	"gpu pod with a grace that is no number": testing.pod(testing.with_spec(training, {"terminationGracePeriodSeconds": "60"})),
 	"cpu pod tolerating the gpu taint": testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})),
 	"cpu pod selecting gpu nodes": testing.pod(testing.with_spec(testing.cpu, {"nodeSelector": testing.h100})),
 	"resource claims": testing.pod(testing.with_spec(testing.cpu, {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]})),

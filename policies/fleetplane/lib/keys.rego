@@ -124,7 +124,8 @@ accelerator_node_labels := {
 #   NVIDIA_MIG_MONITOR_DEVICES (MIG management), NVIDIA_IMEX_CHANNELS (IMEX
 #   channels). Not in the list, because they expose nothing by themselves:
 #   NVIDIA_DRIVER_CAPABILITIES (which driver libraries accompany devices
-#   already exposed), CUDA_VISIBLE_DEVICES and TPU_VISIBLE_CHIPS (read by CUDA
+#   already exposed; graphics and display add the DRM nodes of those same
+#   GPUs, the toolkit's NewDRMNodesDiscoverer), CUDA_VISIBLE_DEVICES and TPU_VISIBLE_CHIPS (read by CUDA
 #   and libtpu inside the process, to choose among devices already mounted).
 device_env_vars := {
 	"NVIDIA_VISIBLE_DEVICES",
@@ -139,6 +140,36 @@ device_env_vars := {
 #   runtime treats the container as a non-GPU one) and "none" (driver
 #   libraries only).
 device_env_inert_values := {"", "void", "none"}
+
+# METADATA
+# description: >-
+#   Feature variables of the NVIDIA container runtime that mount further
+#   device nodes into a container that already has GPUs (the toolkit's
+#   gated devices, internal/modifier/gated.go and cdi.go, when set to
+#   "enabled"): NVIDIA_GDS (/dev/nvidia-fs*, GPUDirect Storage),
+#   NVIDIA_MOFED (/dev/infiniband/*, the node's RDMA network), NVIDIA_GDRCOPY
+#   (/dev/gdrdrv) and NVIDIA_NVSWITCH (/dev/nvidia-nvswitch*, the node's
+#   NVSwitch fabric). None of them is a resource the device plugin grants.
+device_feature_env_vars := {
+	"NVIDIA_GDS",
+	"NVIDIA_MOFED",
+	"NVIDIA_GDRCOPY",
+	"NVIDIA_NVSWITCH",
+}
+
+# METADATA
+# description: >-
+#   Values of a feature variable that mount nothing: the toolkit acts on
+#   "enabled" only; these are the spellings of "off" kept admissible.
+device_feature_inert_values := {"", "disabled", "false"}
+
+# METADATA
+# description: >-
+#   Every variable of the container's environment the NVIDIA container
+#   runtime reads to decide which device nodes it mounts: a ConfigMap or
+#   Secret taken whole (envFrom without a prefix that rules them out) may set
+#   any of them.
+device_reaching_env_vars := device_env_vars | device_feature_env_vars
 
 # METADATA
 # description: True for every extended resource name that is an accelerator.
