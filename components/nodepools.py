@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
+from components.cloud_upgrades import eks_update_config, gke_upgrade_settings
 from fleet.config import ClusterConfig, FleetConfig, PoolConfig
 from fleet.nodes import declared_labels, node_taints, uses_native_gke_gpu_features
 
@@ -70,11 +71,11 @@ def _gke_common(cluster: ClusterConfig, pool: PoolConfig) -> dict[str, Any]:
         "node_locations": list(pool.zones) or None,
         "initial_node_count": _gke_initial_node_count(cluster, pool),
         "autoscaling": _gke_scaling(pool),
+        # Under a release channel GKE refuses auto_upgrade off; what keeps its node upgrades
+        # (on COS pools, the driver's) to the fleet's windows is the cluster's maintenance
+        # policy (components.cloud_upgrades.GkeUpgradePolicy).
         "management": gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
-        # No surge: accelerator capacity is scarce; replace nodes one at a time.
-        "upgrade_settings": gcp.container.NodePoolUpgradeSettingsArgs(
-            strategy="SURGE", max_surge=0, max_unavailable=1
-        ),
+        "upgrade_settings": gke_upgrade_settings(pool),
     }
 
 
@@ -122,12 +123,6 @@ class GpuNodePool(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> aws.eks.NodeGroup:
         image_has_driver = fleet.driver_manager(pool) == "cloud"
-        if isinstance(pool.max_unavailable, str):
-            update = aws.eks.NodeGroupUpdateConfigArgs(
-                max_unavailable_percentage=int(pool.max_unavailable.rstrip("%"))
-            )
-        else:
-            update = aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=pool.max_unavailable)
         return aws.eks.NodeGroup(
             name,
             aws.eks.NodeGroupArgs(
@@ -146,7 +141,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 disk_size=pool.disk_size_gb,
                 labels=labels,
                 taints=[aws.eks.NodeGroupTaintArgs(**t) for t in _cloud_taints(pool)],
-                update_config=update,
+                update_config=eks_update_config(pool),
                 tags={"fleetplane.dev/pool": pool.name, "fleetplane.dev/cluster": cluster.name},
             ),
             # The cluster autoscaler owns the current size.

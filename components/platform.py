@@ -10,6 +10,7 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.cloud_upgrades import GkeUpgradePolicy, GkeUpgradePolicyArgs
 from components.controller_job import ControllerJob, ControllerJobArgs, controller_manifests
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.kube import Manifest, declare
@@ -85,6 +86,7 @@ class ClusterParts:
 
     kubernetes: k8s.Provider
     pools: dict[str, GpuNodePool | TpuNodePool] = field(default_factory=dict)
+    upgrade_policy: GkeUpgradePolicy | None = None
     teams: dict[str, TeamTenancy] = field(default_factory=dict)
     gpu_operator: GpuOperator | None = None
     volcano: Volcano | None = None
@@ -142,6 +144,11 @@ class Platform(pulumi.ComponentResource):
         elif cluster.provider == "gcp" and cluster.pools:
             cloud = gcp.Provider(
                 f"{prefix}-gcp", gcp.ProviderArgs(project=cluster.project), opts=here
+            )
+            parts.upgrade_policy = GkeUpgradePolicy(
+                f"{prefix}-upgrade-policy",
+                GkeUpgradePolicyArgs(fleet=fleet, cluster=cluster, provider=cloud),
+                here,
             )
         for pool in cluster.pools:
             parts.pools[pool.name] = node_pool_for(

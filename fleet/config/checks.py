@@ -30,6 +30,7 @@ def check_fleet(config: FleetConfig) -> list[Problem]:
     _check_teams(config, add)
     _check_approvals(config, add)
     _check_settings(config, add)
+    _check_cloud_upgrades(config, add)
     return problems
 
 
@@ -429,3 +430,52 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
     for i, window in enumerate(config.upgrade.maintenance_windows):
         if window.end <= window.start:
             add(f"upgrade.maintenance_windows[{i}].end", "must be after start")
+
+
+GKE_MIN_WINDOW_MINUTES = 4 * 60
+"""GKE counts only contiguous maintenance availability of at least four hours..."""
+GKE_MIN_MINUTES_PER_32_DAYS = 48 * 60
+"""...and asks for 48 hours of it in any 32 days (GKE: maintenance windows and exclusions)."""
+GKE_MAX_EXCLUSIONS = 20
+
+
+def _check_cloud_upgrades(config: FleetConfig, add: Any) -> None:
+    """GKE takes the fleet's windows as one recurring window (a weekly RRULE with BYDAY): only
+    windows that share start and end can be said so, and GKE refuses a window below its minimum
+    availability. EKS has no window (its node groups change only when the stack changes them)."""
+    if not any(c.provider == "gcp" and c.pools for c in config.clusters):
+        return
+    upgrade = config.upgrade
+    windows = upgrade.maintenance_windows
+    times = sorted({(w.start, w.end) for w in windows})
+    if len(times) > 1:
+        said = ", ".join(f"{start}-{end}" for start, end in times)
+        add(
+            "upgrade.maintenance_windows",
+            f"a GKE cluster takes one recurring window, so every window must share start and "
+            f"end (here {said}): give one window the days, or use the times they share",
+        )
+    elif times and windows[0].end > windows[0].start:
+        start, end = (_minutes(t) for t in times[0])
+        duration = end + 1 - start  # the end is inclusive to the minute
+        days = len({day for w in windows for day in w.days})
+        # Every weekday occurs at least 4 times in any 32 days.
+        if duration < GKE_MIN_WINDOW_MINUTES or 4 * days * duration < GKE_MIN_MINUTES_PER_32_DAYS:
+            add(
+                "upgrade.maintenance_windows",
+                "GKE refuses a maintenance window with less than 48 hours in any 32 days, "
+                "counting only stretches of at least 4 hours: lengthen the windows or add days",
+            )
+    names = _duplicates(f.name for f in upgrade.cloud_freezes)
+    for name in names:
+        add(f"upgrade.cloud_freezes[{name}]", f"duplicate freeze name {name!r}")
+    if len(upgrade.cloud_freezes) > GKE_MAX_EXCLUSIONS:
+        add("upgrade.cloud_freezes", f"GKE keeps at most {GKE_MAX_EXCLUSIONS} exclusions")
+    for freeze in upgrade.cloud_freezes:
+        if freeze.end <= freeze.start:
+            add(f"upgrade.cloud_freezes[{freeze.name}].end", "must be after start")
+
+
+def _minutes(clock: str) -> int:
+    hours, minutes = clock.split(":")
+    return int(hours) * 60 + int(minutes)

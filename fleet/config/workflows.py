@@ -3,9 +3,9 @@ GPU health, and how long work may live."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
-from fleet.config.base import ClockTime, ConfigModel, Day, MaxUnavailable
+from fleet.config.base import ClockTime, ConfigModel, Day, MaxUnavailable, Name
 
 
 class MaintenanceWindow(ConfigModel):
@@ -17,6 +17,19 @@ class MaintenanceWindow(ConfigModel):
     """Start, HH:MM UTC. Default 00:00."""
     end: ClockTime = "23:59"
     """End, HH:MM UTC, inclusive. Default 23:59."""
+
+
+class CloudFreeze(ConfigModel):
+    """A period in which the cloud starts no node upgrade (a GKE maintenance exclusion of scope
+    NO_MINOR_OR_NODE_UPGRADES: control-plane patches, which drain no node, still go on)."""
+
+    name: Name
+    """The exclusion's name, unique among the freezes (required)."""
+    start: AwareDatetime
+    """Start, RFC 3339 with a zone, e.g. 2026-12-20T00:00:00Z (required)."""
+    end: AwareDatetime
+    """End, RFC 3339 with a zone; GKE bounds it by the end of support of the cluster's minor
+    version (required)."""
 
 
 class UpgradeConfig(ConfigModel):
@@ -44,6 +57,11 @@ class UpgradeConfig(ConfigModel):
     """Validation fails above this GPU temperature. Default None: the health check's 85 C."""
     xid_wait_seconds: float | None = Field(default=None, ge=0, le=60)
     """How long validation watches for critical Xid events. Default None: the check's 2 s."""
+    cloud_freezes: list[CloudFreeze] = Field(default_factory=list, exclude=True)
+    """Periods in which the cloud starts no node upgrade of any pool, on top of
+    `maintenance_windows` (which GKE gets as its recurring window). For the components only:
+    the controller's own rollout keeps to the windows, so this is left out of the data
+    document (`exclude`). Default none."""
 
 
 class HealthConfig(ConfigModel):

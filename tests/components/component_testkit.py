@@ -51,8 +51,12 @@ class Registration:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
+    """invokes: what a provider function answers, by token (e.g.
+    `gcp:container/getCluster:getCluster`); others answer nothing."""
+
+    def __init__(self, invokes: dict[str, dict[str, Any]] | None = None) -> None:
         self.registrations: list[Registration] = []
+        self.invokes = invokes or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         inputs = normalise(dict(args.inputs))
@@ -66,7 +70,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+        return self.invokes.get(args.token, {})
 
 
 class _ListHandler(logging.Handler):
@@ -172,9 +176,12 @@ def minimal_raw_fleet() -> dict[str, Any]:
 Declare = Callable[[Callable[[], object]], Declared]
 
 
-def run_program(build: Callable[[], object]) -> Declared:
-    """Run `build` as a Pulumi program under the mocks; return what it declared."""
-    mocks = RecordingMocks()
+def run_program(
+    build: Callable[[], object], invokes: dict[str, dict[str, Any]] | None = None
+) -> Declared:
+    """Run `build` as a Pulumi program under the mocks (provider functions answering from
+    `invokes`); return what it declared."""
+    mocks = RecordingMocks(invokes)
     handler = _ListHandler()
     logger = logging.getLogger(f"pulumi-mocks-{id(mocks)}")
     logger.setLevel(logging.INFO)
