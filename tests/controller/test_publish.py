@@ -26,6 +26,10 @@ class _Settings:
         self.pushgateway_url = url
 
 
+def _as_any(stand_in: object) -> Any:
+    return stand_in
+
+
 def test_publish_writes_the_textfile_and_pushes_under_the_pass_job(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -36,8 +40,12 @@ def test_publish_writes_the_textfile_and_pushes_under_the_pass_job(
     metrics = tmp_path / "m.prom"
     args = argparse.Namespace(metrics_file=metrics)
     startup.publish(
-        summary, args, _Settings("http://gw:9091"), _Log(), job="fleetplane-controller-upgrade"
-    )  # type: ignore[arg-type]
+        summary,
+        args,
+        _as_any(_Settings("http://gw:9091")),
+        _as_any(_Log()),
+        job="fleetplane-controller-upgrade",
+    )
     assert 'fleetplane_controller_upgrade_halted{pool="a100"} 1' in metrics.read_text()
     assert pushed == [("http://gw:9091", "fleetplane-controller-upgrade")]
 
@@ -52,7 +60,11 @@ def test_publish_without_a_gateway_pushes_nothing_and_a_failed_push_is_logged(
 
     monkeypatch.setattr(Summary, "push", refuse)
     log = _Log()
-    startup.publish(Summary(), argparse.Namespace(), _Settings(None), log, job="j")  # type: ignore[arg-type]
+    startup.publish(
+        Summary(), argparse.Namespace(), _as_any(_Settings(None)), _as_any(log), job="j"
+    )
     assert log.errors == []
-    startup.publish(Summary(), argparse.Namespace(), _Settings("http://gw"), log, job="j")  # type: ignore[arg-type]
+    startup.publish(
+        Summary(), argparse.Namespace(), _as_any(_Settings("http://gw")), _as_any(log), job="j"
+    )
     assert [e for e, _ in log.errors] == ["summary.push.failed"]
