@@ -80,6 +80,38 @@ def add_dry_run(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--dry-run", action="store_true", default=None, help=help)
 
 
+def add_publish_options(parser: argparse.ArgumentParser) -> None:
+    """`--metrics-file` and `--pushgateway`: where a pass's summary is published at its end,
+    the same options for every pass (reconcile, upgrade, remediation)."""
+    parser.add_argument(
+        "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
+    )
+    parser.add_argument(
+        "--pushgateway",
+        dest="pushgateway_url",
+        help="push the pass's metrics to this Pushgateway (default: config "
+        "controller.pushgateway_url; '' for none)",
+    )
+
+
+def publish(
+    summary: Summary, args: argparse.Namespace, settings: Settings, log: Log, *, job: str
+) -> None:
+    """Publish a finished pass's summary: the textfile (`--metrics-file`) and the Pushgateway
+    group `job` (each pass its own job, so the passes do not overwrite each other's series).
+    Best effort: a Pushgateway that is down is logged, and the pass's exit status stays its own."""
+    from controller.errors import TemporaryError
+
+    metrics_file = getattr(args, "metrics_file", None)
+    if metrics_file:
+        summary.write_textfile(metrics_file)
+    if settings.pushgateway_url:
+        try:
+            summary.push(settings.pushgateway_url, job=job)
+        except TemporaryError as error:
+            log.error("summary.push.failed", error=str(error), consequence="metrics not published")
+
+
 def load(
     args: argparse.Namespace, *, asks_opa: bool = True, **overrides: Any
 ) -> tuple[FleetView, Settings] | int:

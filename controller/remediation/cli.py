@@ -18,7 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import add_dry_run, command_group
+from controller.startup import add_dry_run, add_publish_options, command_group
 
 DESCRIPTION = (
     "Find hot, faulty and stuck GPUs in the DCGM series and remediate them node by node: "
@@ -49,6 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, classify, plan, act. Every step is idempotent; a killed "
         "run is resumed from the node's state by the next one.",
     )
+    add_publish_options(run_parser)
     add_dry_run(run_parser, "print the steps (and OPA's answers); write nothing, no Lease")
     status = actions.add_parser(
         "status",
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from controller.remediation.plan import plan_pass
     from controller.remediation.run import run_health_pass, verdicts_of
     from controller.remediation.settings import health_settings
-    from controller.startup import begin, print_summary
+    from controller.startup import begin, print_summary, publish
+    from controller.summary import PUSH_JOB
 
     command = args.remediation_command
     started = begin(
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         section=health_settings,
         asks_opa=command != "status",
         dry_run=getattr(args, "dry_run", None),
+        pushgateway_url=getattr(args, "pushgateway_url", None),
         prometheus_url=args.prometheus_url,
     )
     if isinstance(started, int):
@@ -136,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{node}: back in service; cost {cost.get('gpu_hours_out_of_service')} GPU-hours out of service, {cost.get('gpu_hours_of_work_lost')} GPU-hours of work since checkpoints"
             )
         print_summary(result.summary)
+        publish(result.summary, args, started.settings, log, job=f"{PUSH_JOB}-health")
         return 0 if result.ok else 1
     except ControllerError as error:
         # log events keep the name `health` (health.run.failed), whatever the command is called

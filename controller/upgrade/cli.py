@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from controller.startup import add_dry_run, command_group
+from controller.startup import add_dry_run, add_publish_options, command_group
 
 DESCRIPTION = (
     "Roll each pool's GPU driver (pools.<pool>.driver_version) node by node: cordon, wait for "
@@ -54,6 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="One pass: observe, plan, act. Every step is idempotent; a killed run is "
         "resumed by the next one.",
     )
+    add_publish_options(run_parser)
     add_dry_run(
         run_parser, "print the next steps (and OPA's answers) without acting; no Lease either"
     )
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     from controller.errors import ControllerError
-    from controller.startup import begin, print_summary
+    from controller.startup import begin, print_summary, publish
+    from controller.summary import PUSH_JOB
     from controller.upgrade.report import format_acted, format_plan
     from controller.upgrade.rollout import clear_failure, run_upgrade_pass, upgrade_status
     from controller.upgrade.settings import upgrade_settings
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         section=upgrade_settings,
         asks_opa=args.upgrade_command not in ("status", "clear"),
         dry_run=getattr(args, "dry_run", None),
+        pushgateway_url=getattr(args, "pushgateway_url", None),
     )
     if isinstance(started, int):
         return started
@@ -137,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 print(acted)
             print(format_plan(result.plan))
         print_summary(result.summary)
+        publish(result.summary, args, started.settings, log, job=f"{PUSH_JOB}-upgrade")
         return 0 if result.ok else 1
     except ControllerError as error:
         log.error(f"upgrade.{args.upgrade_command}.failed", error=str(error))
