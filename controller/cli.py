@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from controller import concerns
 from controller.remediation import cli as remediation_cli
-from controller.startup import add_dry_run, common_options
+from controller.startup import add_dry_run, add_publish_options, common_options
 from controller.upgrade import cli as upgrade_cli
 
 EXIT_CODES = (
@@ -44,15 +43,7 @@ def _pass_options() -> argparse.ArgumentParser:
     add_dry_run(
         common, "decide and print every action it would take; change nothing (no Lease either)"
     )
-    common.add_argument(
-        "--metrics-file", type=Path, help="write the pass summary here (Prometheus text format)"
-    )
-    common.add_argument(
-        "--pushgateway",
-        dest="pushgateway_url",
-        help="push the pass's metrics to this Pushgateway (default: config "
-        "controller.pushgateway_url; '' for none)",
-    )
+    add_publish_options(common)
     common.add_argument(
         "--scrape-interval",
         type=float,
@@ -122,9 +113,9 @@ def _commands() -> list[tuple[str, str, tuple[str, ...]]]:
 
 def run(args: argparse.Namespace) -> int:
     """One pass of the concerns the command names; the exit status of EXIT_CODES."""
-    from controller.errors import TemporaryError
     from controller.reconcile import run_pass
-    from controller.startup import begin, no_section, print_summary
+    from controller.startup import begin, no_section, print_summary, publish
+    from controller.summary import PUSH_JOB
 
     started = begin(
         args,
@@ -153,14 +144,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         kube.close()
     print_summary(summary)
-    if args.metrics_file:
-        summary.write_textfile(args.metrics_file)
-    if settings.pushgateway_url:
-        try:
-            summary.push(settings.pushgateway_url)
-        except TemporaryError as error:
-            # The pass is done and its outcome is its own: metrics are best effort.
-            log.error("summary.push.failed", error=str(error), consequence="metrics not published")
+    publish(summary, args, settings, log, job=PUSH_JOB)
     return 1 if summary.errors else 0
 
 
