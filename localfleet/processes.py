@@ -226,7 +226,10 @@ class Supervisor:
     def pid(self) -> int | None:
         """The running process: ours, or the one the pid file names."""
         if self.proc is not None:
-            return self.proc.pid if self.proc.poll() is None else None
+            # `poll` alone would call a process running while its main thread is a zombie and
+            # a last thread still exits (seen under load); `alive` calls it gone, as `stop` does.
+            running = self.proc.poll() is None and alive(self.proc.pid)
+            return self.proc.pid if running else None
         if not self.pid_file.exists():
             return None
         pid = int(self.pid_file.read_text().strip())
