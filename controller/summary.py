@@ -209,6 +209,43 @@ FAMILIES: dict[str, Family] = {
         "gauge",
         "How long the oldest pending accelerator pod has waited so far.",
     ),
+    # the driver-upgrade pass (job fleetplane-controller-upgrade)
+    "upgrade_nodes": Family(
+        "fleetplane_controller_upgrade_nodes",
+        "gauge",
+        "Nodes of each upgrade pool in the last upgrade pass.",
+    ),
+    "upgrade_states": Family(
+        "fleetplane_controller_upgrade_states",
+        "gauge",
+        "Nodes of each upgrade pool per rollout state in the last upgrade pass.",
+    ),
+    "upgrade_halted": Family(
+        "fleetplane_controller_upgrade_halted",
+        "gauge",
+        "1 when the pool's rollout is halted (a node failed its upgrade or validation).",
+    ),
+    # the GPU-remediation pass (job fleetplane-controller-health)
+    "health_states": Family(
+        "fleetplane_controller_health_states",
+        "gauge",
+        "Nodes of each pool per health state (quarantined .. needs-replacement) in the last health pass.",
+    ),
+    "health_waiting": Family(
+        "fleetplane_controller_health_waiting",
+        "gauge",
+        "Faulty nodes of each pool not yet taken out (no room, or the driver upgrade holds them) in the last health pass.",
+    ),
+    "health_gpu_hours_out_of_service": Family(
+        "fleetplane_controller_health_gpu_hours_out_of_service",
+        "gauge",
+        "GPU-hours a node returned by the last health pass spent out of service.",
+    ),
+    "health_gpu_hours_of_work_lost": Family(
+        "fleetplane_controller_health_gpu_hours_of_work_lost",
+        "gauge",
+        "GPU-hours of running work a node returned by the last health pass lost to its fault.",
+    ),
 }
 
 Labels = tuple[tuple[str, str], ...]
