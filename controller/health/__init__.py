@@ -9,8 +9,9 @@ command line. See controller/health/README.md for what each check reads.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from controller.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from controller.health.judge import Expectations, Problem
@@ -36,12 +37,7 @@ _HOMES = {
     "CRITICAL_XIDS": "xids",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [
