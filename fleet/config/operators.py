@@ -24,11 +24,11 @@ class OperatorKind(ConfigModel):
     """One API group's resources an operator reconciles, as a webhook rule names them."""
 
     group: str = Field(min_length=1)
-    """API group, e.g. jobset.x-k8s.io."""
+    """API group, e.g. jobset.x-k8s.io (required)."""
     versions: list[str] = Field(min_length=1)
-    """Versions served (the webhook's matchPolicy Equivalent sends the others too)."""
+    """Versions served (required; the webhook's matchPolicy Equivalent sends the others too)."""
     resources: list[str] = Field(min_length=1)
-    """Plural resource names, with the subresources that change what they hold
+    """Plural resource names (required), with the subresources that change what they hold
     (e.g. `leaderworkersets/scale`)."""
 
 
@@ -38,10 +38,10 @@ class OperatorConfig(ConfigModel):
     enabled: bool = True
     """False: neither sent nor trusted (the operator is not installed). Default true."""
     service_accounts: list[ServiceAccountRef] = Field(min_length=1)
-    """`NAMESPACE/NAME` of the ServiceAccounts its controllers run as. Their namespaces are the
+    """`NAMESPACE/NAME` of the ServiceAccounts its controllers run as (required). Their namespaces are the
     platform's (the gate judges nothing there)."""
     kinds: list[OperatorKind] = Field(min_length=1)
-    """The kinds it reads: every one is sent to the gate, since trusting the operator's copies
+    """The kinds it reads (required): every one is sent to the gate, since trusting the operator's copies
     is sound only when what it copies from was judged."""
 
     @property

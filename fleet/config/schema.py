@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from fleet import catalog, labels
 from fleet.config.admission import ApprovalConfig, ApprovalGrant, BudgetConfig
-from fleet.config.base import ConfigModel, Name, NamespaceName
+from fleet.config.base import Name, NamespaceName
 from fleet.config.clusters import ClusterConfig, ModelConfig, PoolConfig
 from fleet.config.operators import OperatorsMixin
 from fleet.config.platform import (
