@@ -174,7 +174,11 @@ def _reviews(config: Json, trace: Path) -> list[Json]:
     base = [json.loads(p.read_text()) for p in sorted((FIXTURES / "reviews").glob("*.json"))]
     base += [r.review for r in generate_from_trace(trace, config, seed=7)]
     reviews = list(base)
-    for i, review in enumerate(base[::8]):
+    # Mutations of a review in a platform namespace test nothing (nothing is judged there),
+    # so the sample leaves them out; it would otherwise depend on where such a review falls
+    # among the corpus' files.
+    judged = [r for r in base if r["request"]["namespace"] not in config["system_namespaces"]]
+    for i, review in enumerate(judged[::8]):
         for name, change in MUTATIONS.items():
             mutated = copy.deepcopy(review)
             template = _template(mutated)
