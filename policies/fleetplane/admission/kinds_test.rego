@@ -116,3 +116,8 @@ test_trainjob_without_image_is_refused_with_the_reason if {
 	rev := json.remove(trainjob_review(2, {}), ["request/object/spec/trainer/image"])
 	some_message(rev, "malformed-request: spec.trainer.image is missing: the gate cannot see the image of the runtime's template")
 }
+
+test_jobset_restarting_without_count_says_what_to_use if {
+	rev := object.union(jobset_review(2, 1, testing.training), {"request": {"object": {"spec": {"failurePolicy": {"rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts"}]}}}}})
+	some_message(rev, "(a JobSet failure policy rule with action RestartJobSetAndIgnoreMaxRestarts), so its cost has no bound; use the action RestartJobSet")
+}
