@@ -95,6 +95,11 @@ OPERATOR_CASES: list[tuple[str, Workload, set[str]]] = [
         raycluster(training().label("fleetplane.dev/exempt", "true")),
         {"platform-owned"},
     ),
+    (
+        "raycluster naming another team's queue for its podgroup",
+        raycluster(training(), labels={"volcano.sh/queue-name": "serving"}),
+        {"queue"},
+    ),
     # issue 33, class 5: owner references decide approvals, reservations and what is stopped
     (
         "pod naming another workload's job as owner",

@@ -34,8 +34,13 @@ def leaderworkerset(w: Workload, groups: int = 1, size: int = 2, max_surge: Any 
     )
 
 
-def raycluster(w: Workload, max_replicas: int | None = 2, hosts: int = 1) -> Workload:
-    return replace(w, kind="RayCluster", workload={"max": max_replicas, "hosts": hosts})
+def raycluster(
+    w: Workload, max_replicas: int | None = 2, hosts: int = 1, labels: Json | None = None
+) -> Workload:
+    """`labels`: the RayCluster's own (KubeRay reads its PodGroup's queue and priority there)."""
+    return replace(
+        w, kind="RayCluster", workload={"max": max_replicas, "hosts": hosts, "labels": labels}
+    )
 
 
 def rayjob(w: Workload, max_replicas: int = 2, backoff_limit: int = 0) -> Workload:
@@ -119,6 +124,8 @@ def operator_object(w: Workload, template: Json, meta: Json) -> Json:
             }
         return {**head, "spec": body}
     if w.kind == "RayCluster":
+        if spec["labels"]:
+            head = {**head, "metadata": {**meta, "labels": spec["labels"]}}
         return {**head, "spec": _ray_cluster_spec(template, spec["max"], spec["hosts"])}
     if w.kind == "RayJob":
         body = {

@@ -305,9 +305,10 @@ fast_template(kind, obj) := {
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
 	replicas := object.get(obj.spec, "replicas", 1)
 } else := t if {
-	# Volcano Jobs take the full rules, which also check their queue;
-	# runtimes hold nothing (lib/workloads/runtime.rego).
-	not kind_class in {"volcano", "runtime"}
+	# Volcano Jobs take the full rules, which also check their queue, as do
+	# KubeRay's kinds (their labels name their PodGroup's queue:
+	# operator_copies.rego); runtimes hold nothing (lib/workloads/runtime.rego).
+	not kind_class in {"volcano", "runtime", "raycluster", "rayjob"}
 	[t] := templates
 }
 

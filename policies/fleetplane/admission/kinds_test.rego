@@ -1,5 +1,6 @@
 package fleetplane.admission_test
 
+import data.fleetplane.admission
 import data.fleetplane.testing
 
 # The operators' kinds judged whole (issue 30 item 3), and what their
@@ -120,4 +121,35 @@ test_trainjob_without_image_is_refused_with_the_reason if {
 test_jobset_restarting_without_count_says_what_to_use if {
 	rev := object.union(jobset_review(2, 1, testing.training), {"request": {"object": {"spec": {"failurePolicy": {"rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts"}]}}}}})
 	some_message(rev, "(a JobSet failure policy rule with action RestartJobSetAndIgnoreMaxRestarts), so its cost has no bound; use the action RestartJobSet")
+}
+
+ray_labelled(labels) := object.union(raycluster_review(2, testing.training), {"request": {"object": {"metadata": {"labels": labels}}}})
+
+ray_label_cases := {
+	"the team's queue": [{"volcano.sh/queue-name": "research"}, set()],
+	"another team's queue": [{"volcano.sh/queue-name": "serving"}, {"queue"}],
+	"a workload type's priority class": [{"ray.io/priority-class-name": "fleetplane-training"}, set()],
+	"a priority class of no workload type": [{"ray.io/priority-class-name": "system-node-critical"}, {"priority-class"}],
+}
+
+test_ray_labels_kuberay_copies_into_its_podgroup[name] if {
+	some name, [labels, want] in ray_label_cases
+	rules(ray_labelled(labels)) == want
+}
+
+test_ray_queue_label_message_says_what_to_set if {
+	some_message(ray_labelled({"volcano.sh/queue-name": "serving"}), "queue: label volcano.sh/queue-name is \"serving\", and KubeRay puts the cluster's PodGroup in the queue it names; set it to \"research\"")
+}
+
+test_a_head_only_raycluster_takes_the_full_rules if {
+	rev := object.union(
+		json.remove(raycluster_review(2, testing.training), ["request/object/spec/workerGroupSpecs"]),
+		{"request": {"object": {"metadata": {"labels": {"volcano.sh/queue-name": "serving"}}}}},
+	)
+	rules(rev) == {"queue"}
+	not admission.fast_response with input as rev
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
 }
