@@ -546,3 +546,23 @@ def _server(cluster: LocalCluster) -> str:
     from a pid file)."""
     config = json.loads(cluster.kubeconfig.read_text())
     return str(config["clusters"][0]["cluster"]["server"])
+
+
+def ensure_operators(cluster: LocalCluster, *, bin_dir: Path, log: Callable[[str], None]) -> None:
+    """What `fleetplane up` runs after Volcano: the operators, started again unless all of
+    them are running."""
+    operators = LocalOperators(cluster=cluster, bin_dir=bin_dir, log=log)
+    if set(operators.running_pids()) >= set(operators.names):
+        return
+    operators.stop()
+    started = time.monotonic()
+    operators.start()
+    log(
+        f"operators {', '.join(operators.names)} up in {time.monotonic() - started:.1f}s "
+        f"(as {', '.join(op.user for op in operators.operators)})"
+    )
+
+
+def stop_operators(cluster: LocalCluster) -> None:
+    """What `fleetplane down` runs: stop the operators `up` started (found by their pid file)."""
+    LocalOperators(cluster=cluster).stop()
