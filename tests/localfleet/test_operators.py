@@ -6,14 +6,20 @@ integration gang through it (one PodGroup of the whole workload, in the team's q
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from localfleet.controlplane import LocalCluster
-from localfleet.operators import OPERATORS, LocalOperators, operator_identities
+from localfleet.operators import (
+    OPERATORS,
+    LocalOperators,
+    ensure_operators,
+    operator_identities,
+    stop_operators,
+)
+from localfleet.processes import alive
 from tests.conftest import _LOG_SOURCES
 from tests.localfleet.test_volcano import TOLERATE_ALL, name, pod_spec, running, wait_for
 
@@ -249,6 +255,55 @@ def test_a_raycluster_creates_head_and_workers_in_one_volcano_gang(
         delete(kube, "raycluster", app)
 
 
+def test_a_rayjob_creates_its_raycluster_in_one_volcano_gang(operators: LocalOperators) -> None:
+    """A RayJob's cluster is grouped under the RayJob's name (`ray-<rayjob>-pg`), its queue
+    from the RayJob's label; the submitter pod is left out of minMember."""
+    kube = operators.cluster
+    app = name("rj")
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": app, "namespace": NS, "labels": {"volcano.sh/queue-name": "vt-beta"}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": ray_pod(0)},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 1,
+                        "minReplicas": 1,
+                        "maxReplicas": 1,
+                        "rayStartParams": {},
+                        "template": ray_pod(2),
+                    }
+                ],
+            },
+        },
+    }
+    kube.apply([rayjob])
+    try:
+        cluster = wait_for(
+            "the RayJob's RayCluster",
+            lambda: next(
+                (
+                    c["metadata"]["name"]
+                    for c in kube.get_json("rayclusters", "-n", NS)["items"]
+                    if owned_by(c, "RayJob", app)
+                ),
+                None,
+            ),
+        )
+        pods = placed(kube, f"ray.io/cluster={cluster},ray.io/node-type in (head,worker)", 2)
+        group = kube.get_json("podgroup", f"ray-{app}-pg", "-n", NS)
+        assert owned_by(group, "RayJob", app)
+        assert group["spec"]["minMember"] == 2
+        assert group["spec"]["queue"] == "vt-beta"
+        assert all(podgroup(kube, p)["metadata"]["name"] == f"ray-{app}-pg" for p in pods)
+    finally:
+        delete(kube, "rayjob", app)
+
+
 def trainjob(app: str, runtime: str = "torch-distributed") -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -313,8 +368,19 @@ def test_the_trainer_webhook_refuses_a_trainjob_of_no_runtime(operators: LocalOp
     assert "validator.trainjob.trainer.kubeflow.org" in refused.stderr, refused.stderr
 
 
-def test_the_operators_stop_with_their_processes(operators: LocalOperators) -> None:
-    """What `down` relies on: the pid file names every running operator."""
-    assert set(operators.running_pids()) == set(OPERATORS)
-    for pid in operators.running_pids().values():
-        assert subprocess.run(["kill", "-0", str(pid)]).returncode == 0
+def test_up_restarts_what_down_stopped(operators: LocalOperators) -> None:
+    """What `fleetplane down` and `up` run (last here: it restarts the module's operators):
+    `stop_operators` ends every process named in the pid file, `ensure_operators` starts them
+    all again, serving (the Trainer's webhook answers), and leaves running ones alone."""
+    kube = operators.cluster
+    before = operators.running_pids()
+    assert set(before) == set(OPERATORS)
+    stop_operators(kube)
+    assert not operators.running_pids()
+    assert all(not alive(pid) for pid in before.values())
+    ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
+    after = LocalOperators(cluster=kube).running_pids()
+    assert set(after) == set(OPERATORS) and not set(after.values()) & set(before.values())
+    ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
+    assert LocalOperators(cluster=kube).running_pids() == after
+    test_the_trainer_webhook_refuses_a_trainjob_of_no_runtime(operators)
