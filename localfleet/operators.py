@@ -18,11 +18,7 @@ What their Helm charts and kustomize bases do in a cluster, this does on loopbac
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +28,7 @@ from typing import Any
 from localfleet.binaries import bin_dir as pinned_bin_dir
 from localfleet.controlplane import ClusterError, LocalCluster, free_ports, require_binaries
 from localfleet.pki import admin_kubeconfig, serving_certificate
-from localfleet.processes import alive, http_ok, spawn
+from localfleet.processes import ServerError, Supervisor, http_ok
 
 # --- who each operator is ----------------------------------------------------------------------
 
@@ -76,23 +72,15 @@ class Operator:
         return f"{self.name}-crds.yaml"
 
 
-JOBSET = Operator(
-    name="jobset",
-    namespace="jobset-system",
-    service_account="jobset-controller-manager",
-    kinds=("jobset.x-k8s.io/JobSet",),
-    creates=("batch/Job", "/Service"),
-    # config/components/webhook/manifests.yaml, with the chart's pod objectSelector
-    webhooks=(
-        Webhook(
-            "Mutating",
-            "mjobset.kb.io",
-            "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
-            "jobset.x-k8s.io",
-            "v1alpha2",
-            "jobsets",
-            ("CREATE",),
-        ),
+def kubebuilder_webhooks(
+    group: str, version: str, kind: str, *, mutate: tuple[str, ...], pods_labelled: str
+) -> tuple[Webhook, ...]:
+    """The four webhooks a kubebuilder operator of one kind declares (controller-runtime's
+    paths and `kb.io` names): mutating and validating for its kind, and for its pods, which
+    the chart's objectSelector narrows to those carrying `pods_labelled`."""
+    plural, path = f"{kind}s", f"{group.replace('.', '-')}-{version}-{kind}"
+    return (
+        Webhook("Mutating", f"m{kind}.kb.io", f"/mutate-{path}", group, version, plural, mutate),
         Webhook(
             "Mutating",
             "mpod.kb.io",
@@ -101,15 +89,15 @@ JOBSET = Operator(
             "v1",
             "pods",
             ("CREATE",),
-            pods_labelled="jobset.sigs.k8s.io/jobset-name",
+            pods_labelled,
         ),
         Webhook(
             "Validating",
-            "vjobset.kb.io",
-            "/validate-jobset-x-k8s-io-v1alpha2-jobset",
-            "jobset.x-k8s.io",
-            "v1alpha2",
-            "jobsets",
+            f"v{kind}.kb.io",
+            f"/validate-{path}",
+            group,
+            version,
+            plural,
             ("CREATE", "UPDATE"),
         ),
         Webhook(
@@ -120,8 +108,24 @@ JOBSET = Operator(
             "v1",
             "pods",
             ("CREATE",),
-            pods_labelled="jobset.sigs.k8s.io/jobset-name",
+            pods_labelled,
         ),
+    )
+
+
+JOBSET = Operator(
+    name="jobset",
+    namespace="jobset-system",
+    service_account="jobset-controller-manager",
+    kinds=("jobset.x-k8s.io/JobSet",),
+    creates=("batch/Job", "/Service"),
+    # config/components/webhook/manifests.yaml, with the chart's pod objectSelector
+    webhooks=kubebuilder_webhooks(
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        "jobset",
+        mutate=("CREATE",),
+        pods_labelled="jobset.sigs.k8s.io/jobset-name",
     ),
 )
 LWS = Operator(
@@ -131,45 +135,12 @@ LWS = Operator(
     kinds=("leaderworkerset.x-k8s.io/LeaderWorkerSet",),
     creates=("apps/StatefulSet", "/Service", "scheduling.volcano.sh/PodGroup"),
     # charts/lws/templates/webhook/webhook.yaml
-    webhooks=(
-        Webhook(
-            "Mutating",
-            "mleaderworkerset.kb.io",
-            "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-            "leaderworkerset.x-k8s.io",
-            "v1",
-            "leaderworkersets",
-            ("CREATE", "UPDATE"),
-        ),
-        Webhook(
-            "Mutating",
-            "mpod.kb.io",
-            "/mutate--v1-pod",
-            "",
-            "v1",
-            "pods",
-            ("CREATE",),
-            pods_labelled="leaderworkerset.sigs.k8s.io/name",
-        ),
-        Webhook(
-            "Validating",
-            "vleaderworkerset.kb.io",
-            "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
-            "leaderworkerset.x-k8s.io",
-            "v1",
-            "leaderworkersets",
-            ("CREATE", "UPDATE"),
-        ),
-        Webhook(
-            "Validating",
-            "vpod.kb.io",
-            "/validate--v1-pod",
-            "",
-            "v1",
-            "pods",
-            ("CREATE",),
-            pods_labelled="leaderworkerset.sigs.k8s.io/name",
-        ),
+    webhooks=kubebuilder_webhooks(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkerset",
+        mutate=("CREATE", "UPDATE"),
+        pods_labelled="leaderworkerset.sigs.k8s.io/name",
     ),
 )
 KUBERAY = Operator(
@@ -324,17 +295,24 @@ def install_crds(cluster: LocalCluster, bin_dir: Path, ops: list[Operator]) -> N
 @dataclass
 class LocalOperators:
     """The operators' controller managers on a running local cluster (with Volcano running:
-    their gang scheduling creates Volcano PodGroups).
+    their gang scheduling creates Volcano PodGroups), one `Supervisor` each.
 
-    Their pids are kept in `<cluster data>/operators/pids.json`, so `down` stops what `up`
-    started."""
+    Detached (`fleetplane up`), they outlive the command and `down` finds them by the pid files
+    in `<cluster data>/operators/<name>/`; attached (tests), they die with the test run."""
 
     cluster: LocalCluster
     names: tuple[str, ...] = tuple(OPERATORS)
     bin_dir: Path = field(default_factory=pinned_bin_dir)
     log: Callable[[str], None] = field(default=lambda message: None)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, init=False)
+    detached: bool = True
     ports: dict[str, int] = field(default_factory=dict, init=False)
+    supervisors: dict[str, Supervisor] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.supervisors = {
+            name: Supervisor(name, self.work_dir / name, detached=self.detached)
+            for name in self.names
+        }
 
     @property
     def work_dir(self) -> Path:
@@ -357,7 +335,6 @@ class LocalOperators:
         require_binaries(self.bin_dir, tuple(self.names))
         if self.running_pids():
             raise ClusterError(f"the operators are already running from {self.work_dir}")
-        self.work_dir.mkdir(parents=True, exist_ok=True)
         keys = [f"{name}-{port}" for name in self.names for port in ("webhook", "health")]
         self.ports = dict(zip(keys, free_ports(len(keys)), strict=True))
         deadline = time.monotonic() + timeout
@@ -370,7 +347,6 @@ class LocalOperators:
         except BaseException:
             self.stop()
             raise
-        self._write_pids()
         return self
 
     def start_operator(self, op: Operator, *, deadline: float) -> None:
@@ -390,18 +366,16 @@ class LocalOperators:
             self.cluster.apply(configurations)
         self.log(f"starting {op.name}")
         command, env = self.command(op)
-        proc = spawn(command, self.cluster.logs_dir / f"{op.name}.log", env=env)
-        self.processes[op.name] = proc
         ready = f"http://127.0.0.1:{self.ports[f'{op.name}-health']}/readyz"
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise ClusterError(
-                    f"{op.name} exited with {proc.returncode}:\n{self.cluster.log_tail(op.name)}"
-                )
-            if http_ok(ready):
-                return
-            time.sleep(0.2)
-        raise ClusterError(f"timed out waiting for {op.name}:\n{self.cluster.log_tail(op.name)}")
+        try:
+            self.supervisors[op.name].run(
+                command,
+                lambda: http_ok(ready),
+                timeout=max(deadline - time.monotonic(), 1.0),
+                env=env,
+            )
+        except ServerError as error:
+            raise ClusterError(str(error)) from error
 
     def service_account_kubeconfig(self, op: Operator) -> str:
         """A kubeconfig with a token of the operator's own ServiceAccount (bound to
@@ -503,42 +477,18 @@ class LocalOperators:
     # lifecycle --------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        pids = self._read_pids()
-        for pid in pids.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for pid in pids.values():
-            while time.monotonic() < deadline and alive(pid):
-                time.sleep(0.1)
-            if alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-        for proc in self.processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-        self.processes.clear()
-        if self.cluster.data_dir is not None:
-            (self.work_dir / "pids.json").unlink(missing_ok=True)
-
-    def _write_pids(self) -> None:
-        state = {"pids": {n: p.pid for n, p in self.processes.items()}, "ports": self.ports}
-        (self.work_dir / "pids.json").write_text(json.dumps(state, indent=2))
-
-    def _read_pids(self) -> dict[str, int]:
-        pids: dict[str, int] = {name: proc.pid for name, proc in self.processes.items()}
-        if self.cluster.data_dir is None:
-            return pids
-        path = self.work_dir / "pids.json"
-        if path.exists():
-            state = json.loads(path.read_text())
-            self.ports = self.ports or state.get("ports", {})
-            for name, pid in state.get("pids", {}).items():
-                pids.setdefault(name, int(pid))
-        return pids
+        for supervisor in reversed(list(self.supervisors.values())):
+            supervisor.stop()
 
     def running_pids(self) -> dict[str, int]:
-        return {name: pid for name, pid in self._read_pids().items() if alive(pid)}
+        return {
+            name: pid
+            for name, supervisor in self.supervisors.items()
+            if (pid := supervisor.pid()) is not None
+        }
+
+    def log_tail(self, name: str) -> str:
+        return self.supervisors[name].log_tail()
 
 
 def _server(cluster: LocalCluster) -> str:

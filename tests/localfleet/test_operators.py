@@ -31,9 +31,9 @@ QUEUE = {"scheduling.volcano.sh/queue-name": "vt-beta"}
 
 @pytest.fixture(scope="module")
 def operators(kube: LocalCluster, volcano: Any) -> Iterator[LocalOperators]:
-    runner = LocalOperators(cluster=kube)
+    runner = LocalOperators(cluster=kube, detached=False)
     runner.start()
-    _LOG_SOURCES["operators"] = lambda: "\n".join(kube.log_tail(n) for n in OPERATORS)
+    _LOG_SOURCES["operators"] = lambda: "\n".join(runner.log_tail(n) for n in OPERATORS)
     try:
         yield runner
     finally:
@@ -368,19 +368,25 @@ def test_the_trainer_webhook_refuses_a_trainjob_of_no_runtime(operators: LocalOp
     assert "validator.trainjob.trainer.kubeflow.org" in refused.stderr, refused.stderr
 
 
-def test_up_restarts_what_down_stopped(operators: LocalOperators) -> None:
-    """What `fleetplane down` and `up` run (last here: it restarts the module's operators):
-    `stop_operators` ends every process named in the pid file, `ensure_operators` starts them
-    all again, serving (the Trainer's webhook answers), and leaves running ones alone."""
+def test_up_starts_the_operators_and_down_stops_them(operators: LocalOperators) -> None:
+    """What `fleetplane up` and `down` run (last here: it stops the module's operators):
+    `ensure_operators` starts them all, detached and serving (the Trainer's webhook answers),
+    and leaves running ones alone; `stop_operators` finds them by their pid files and ends
+    every one."""
     kube = operators.cluster
-    before = operators.running_pids()
-    assert set(before) == set(OPERATORS)
-    stop_operators(kube)
+    attached = operators.running_pids()
+    assert set(attached) == set(OPERATORS)
+    operators.stop()
     assert not operators.running_pids()
-    assert all(not alive(pid) for pid in before.values())
-    ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
-    after = LocalOperators(cluster=kube).running_pids()
-    assert set(after) == set(OPERATORS) and not set(after.values()) & set(before.values())
-    ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
-    assert LocalOperators(cluster=kube).running_pids() == after
-    test_the_trainer_webhook_refuses_a_trainjob_of_no_runtime(operators)
+    assert all(not alive(pid) for pid in attached.values())
+    try:
+        ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
+        up = LocalOperators(cluster=kube).running_pids()
+        assert set(up) == set(OPERATORS)
+        ensure_operators(kube, bin_dir=operators.bin_dir, log=lambda message: None)
+        assert LocalOperators(cluster=kube).running_pids() == up
+        test_the_trainer_webhook_refuses_a_trainjob_of_no_runtime(operators)
+    finally:
+        stop_operators(kube)
+    assert not LocalOperators(cluster=kube).running_pids()
+    assert all(not alive(pid) for pid in up.values())
