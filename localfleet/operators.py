@@ -5,8 +5,8 @@ What their Helm charts and kustomize bases do in a cluster, this does on loopbac
 
 - each release's CRDs (`tools/bin/<operator>-crds.yaml`, taken from the release by the bootstrap);
 - each controller manager as a process, authenticated with a token of the ServiceAccount its
-  chart runs it as (`OPERATORS`: the one table of who each operator is, which the gate's
-  trusted identities are configured from);
+  chart runs it as, read from the fleet configuration's built-in operators
+  (`fleet.config.operators`), the same entries the gate trusts and is sent the kinds of;
 - their admission webhooks served with a certificate from the local CA, and the webhook
   configurations of the release (`Webhook`), pointing at them by URL;
 - Volcano gang scheduling wherever the release has it: LeaderWorkerSet's Volcano scheduler
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.config.operators import BUILTIN_OPERATORS
+from fleet.render import service_account
 from localfleet.binaries import bin_dir as pinned_bin_dir
 from localfleet.controlplane import ClusterError, LocalCluster, free_ports, require_binaries
 from localfleet.pki import admin_kubeconfig, serving_certificate
@@ -51,21 +53,40 @@ class Webhook:
 
 @dataclass(frozen=True)
 class Operator:
-    """One operator: its binary, the identity it runs as, the kinds it owns, its webhooks."""
+    """One operator: its binary, the fleet configuration's entry naming who it runs as and the
+    kinds it owns, and its webhooks."""
 
     name: str
-    namespace: str
-    service_account: str
-    kinds: tuple[str, ...]
-    """The workload kinds teams submit to it (group/Kind)."""
-    creates: tuple[str, ...]
-    """What it creates for those workloads (group/Kind; "" is the core group)."""
+    config_name: str
+    """Its entry in the fleet configuration's `operators` (fleet.config.operators)."""
     webhooks: tuple[Webhook, ...] = ()
 
     @property
+    def _entry(self) -> dict[str, Any]:
+        return BUILTIN_OPERATORS[self.config_name]
+
+    @property
+    def namespace(self) -> str:
+        return str(self._entry["service_accounts"][0]).split("/", 1)[0]
+
+    @property
+    def service_account(self) -> str:
+        return str(self._entry["service_accounts"][0]).split("/", 1)[1]
+
+    @property
     def user(self) -> str:
-        """The user name it authenticates as: its chart's ServiceAccount."""
-        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+        """The user name it authenticates as: its ServiceAccount's, the identity the gate
+        trusts (`fleet.render.service_account`)."""
+        return service_account(self.namespace, self.service_account)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The resources teams submit to it, as group/resource."""
+        return tuple(
+            f"{kind['group']}/{resource}"
+            for kind in self._entry["kinds"]
+            for resource in kind["resources"]
+        )
 
     @property
     def crds_file(self) -> str:
@@ -115,10 +136,7 @@ def kubebuilder_webhooks(
 
 JOBSET = Operator(
     name="jobset",
-    namespace="jobset-system",
-    service_account="jobset-controller-manager",
-    kinds=("jobset.x-k8s.io/JobSet",),
-    creates=("batch/Job", "/Service"),
+    config_name="jobset",
     # config/components/webhook/manifests.yaml, with the chart's pod objectSelector
     webhooks=kubebuilder_webhooks(
         "jobset.x-k8s.io",
@@ -130,10 +148,7 @@ JOBSET = Operator(
 )
 LWS = Operator(
     name="lws",
-    namespace="lws-system",
-    service_account="lws-controller-manager",
-    kinds=("leaderworkerset.x-k8s.io/LeaderWorkerSet",),
-    creates=("apps/StatefulSet", "/Service", "scheduling.volcano.sh/PodGroup"),
+    config_name="leaderworkerset",
     # charts/lws/templates/webhook/webhook.yaml
     webhooks=kubebuilder_webhooks(
         "leaderworkerset.x-k8s.io",
@@ -145,25 +160,13 @@ LWS = Operator(
 )
 KUBERAY = Operator(
     name="kuberay",
-    namespace="ray-system",
-    service_account="kuberay-operator",
-    kinds=("ray.io/RayCluster", "ray.io/RayJob"),
-    creates=(
-        "/Pod",
-        "/Service",
-        "batch/Job",
-        "scheduling.volcano.sh/PodGroup",
-        "ray.io/RayCluster",
-    ),
+    config_name="kuberay",
     # The operator serves its (validating, RayCluster) webhook only with ENABLE_WEBHOOKS=true, on
     # controller-runtime's fixed port 9443; its chart leaves it off, and so does the local fleet.
 )
 TRAINER = Operator(
     name="trainer",
-    namespace="kubeflow-system",
-    service_account="kubeflow-trainer-controller-manager",
-    kinds=("trainer.kubeflow.org/TrainJob",),
-    creates=("jobset.x-k8s.io/JobSet", "scheduling.volcano.sh/PodGroup"),
+    config_name="kubeflow-trainer",
     # manifests/base/webhook/manifests.yaml
     webhooks=tuple(
         Webhook(
