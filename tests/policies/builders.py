@@ -149,6 +149,15 @@ class Workload:
 
         return self._edit(drop)
 
+    def tolerate(self, **toleration: Any) -> Workload:
+        """Add a toleration to the pod template."""
+        return self._edit(lambda t: t["spec"].setdefault("tolerations", []).append(toleration))
+
+    def probe_grace(self, probe: str, seconds: Any) -> Workload:
+        """A probe of the main container with its own terminationGracePeriodSeconds."""
+        value = {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": seconds}
+        return self._main(lambda c: c.update({probe: value}))
+
     def tolerate_spot(self) -> Workload:
         return self._edit(lambda t: t["spec"].setdefault("tolerations", []).append(SPOT_TOLERATION))
 

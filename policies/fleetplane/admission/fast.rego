@@ -140,6 +140,7 @@ fast_base := {
 	object.get(spec, "initContainers", []) == []
 	object.get(spec, "ephemeralContainers", []) == []
 	is_array(object.get(spec, "tolerations", []))
+	not tolerates_maintenance(spec)
 	volumes := object.get(spec, "volumes", [])
 	is_array(volumes)
 	selector := object.get(spec, "nodeSelector", {})
@@ -236,7 +237,7 @@ fast_base := {
 
 # A container field a rule reads in a way the fast path does not decide:
 # a host port, one of the runtime's device variables, a probe aimed at a
-# host.
+# host or with its own grace period.
 fast_unusual_field("ports", ports) if {
 	some port in ports
 	port.hostPort
@@ -254,6 +255,11 @@ fast_unusual_field(field, probe) if {
 	field in {"livenessProbe", "readinessProbe", "startupProbe"}
 	some kind in ["httpGet", "tcpSocket"]
 	probe[kind].host
+}
+
+fast_unusual_field(field, probe) if {
+	field in {"livenessProbe", "startupProbe"}
+	probe.terminationGracePeriodSeconds
 }
 
 # An annotation a rule reads: the platform's own (lib.platform_owned), the
