@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 import requests
 
+from controller.errors import TemporaryError
 from controller.observe.kube import KubeClient
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer, PushgatewayServer
@@ -48,15 +49,20 @@ def product_opa(state_dir: Path, config: dict[str, Any]) -> tuple[OpaServer, Pat
     """OPA as the gate's (token authentication, authz, the configuration loaded at start) and
     the controller's token file; not started."""
     from fleet.opa import authz_document, token_sha256
+    from fleet.opa_anchors import package_anchors
+    from fleet.project import policies_dir
 
     token = secrets.token_urlsafe(32)
     token_file = state_dir / "opa-token"
     token_file.write_text(token)
     token_file.chmod(0o600)
     data_dir = state_dir / "opa-data"
-    target = data_dir / "fleetplane" / "config" / "data.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(config))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sources = [p.read_text() for p in policies_dir().rglob("*.rego")]
+    # as the gate's data ConfigMap (components/policy_gate.py): the configuration and the
+    # packages' anchors (fleet/opa_anchors.py)
+    document = {"fleetplane": {**package_anchors(sources), "config": config}}
+    (data_dir / "data.json").write_text(json.dumps(document))
     opa = OpaServer(
         work_dir=state_dir / "opa",
         data=(data_dir,),
@@ -172,9 +178,9 @@ def write_pods_to_etcd(
 
 
 def count_pods(client: KubeClient) -> tuple[int, int]:
-    """(pods, pods not Running), both read from etcd through the API server (a consistent
-    list): the total from a one-item page's `remainingItemCount`, the others by field selector
-    (few, once the fleet is up)."""
+    """(pods, pods not Running): the total from etcd (a one-item page's
+    `remainingItemCount`), the others by field selector from the API server's watch cache
+    (`resourceVersion=0`: a selected list from etcd reads every pod, over a minute at 50,000)."""
     page = client.request("GET", "/api/v1/pods", params={"limit": 1})
     total = len(page.get("items") or []) + int(
         (page.get("metadata") or {}).get("remainingItemCount") or 0
@@ -182,7 +188,9 @@ def count_pods(client: KubeClient) -> tuple[int, int]:
     pending = sum(
         len(items)
         for items in client.list_pages(
-            "/api/v1/pods", limit=5000, params={"fieldSelector": "status.phase!=Running"}
+            "/api/v1/pods",
+            limit=5000,
+            params={"fieldSelector": "status.phase!=Running", "resourceVersion": "0"},
         )
     )
     return total, pending
@@ -191,7 +199,7 @@ def count_pods(client: KubeClient) -> tuple[int, int]:
 def ready_nodes(client: KubeClient) -> int:
     return sum(
         1
-        for page in client.list_pages("/api/v1/nodes", limit=5000)
+        for page in client.list_pages("/api/v1/nodes", limit=5000, params={"resourceVersion": "0"})
         for node in page
         if any(
             c.get("type") == "Ready" and c.get("status") == "True"
@@ -207,9 +215,13 @@ def wait_for_fleet(
     lists, which hold at any size, where kwok's CPU never fell under a threshold at 5,000
     nodes); the seconds waited. SystemExit past `limit`."""
     started = time.monotonic()
+    total = pending = ready = 0
     while True:
-        total, pending = count_pods(client)
-        ready = ready_nodes(client)
+        try:
+            total, pending = count_pods(client)
+            ready = ready_nodes(client)
+        except TemporaryError as error:
+            log(f"counting the fleet: {error}; again")
         waited = time.monotonic() - started
         if total >= pods and pending == 0 and ready >= nodes:
             log(f"fleet ready: {ready} nodes Ready, {total} pods all Running ({waited:.0f}s)")
