@@ -47,18 +47,34 @@ def shard_of(key: str, shards: int = SHARDS) -> int:
     return zlib.crc32(key.encode()) % shards
 
 
-def split(document: dict[str, dict[str, Any]], shards: int = SHARDS) -> list[dict[str, Any]]:
-    """`document` (group -> entry key -> entry, as the reservations' team -> uid -> entry)
-    as `shards` parts, each entry in the part of its key's hash; a group is in every part
-    that has one of its entries, and an empty group in part 0 (merged, the parts are the
-    document)."""
-    parts: list[dict[str, dict[str, Any]]] = [{} for _ in range(shards)]
-    for group, entries in document.items():
-        if not entries:
-            parts[0][group] = {}
-        for key, entry in entries.items():
-            parts[shard_of(key, shards)].setdefault(group, {})[key] = entry
+def split(document: dict[str, Any], depth: int, shards: int = SHARDS) -> list[dict[str, Any]]:
+    """`document` as `shards` parts: each member at `depth` levels (a workload record under
+    namespace -> key: 2; a reservation under team -> section -> uid: 3) in the part of its
+    key's hash, with the objects above it; an empty object above that depth in part 0
+    (merged, the parts are the document)."""
+    parts: list[dict[str, Any]] = [{} for _ in range(shards)]
+
+    def place(node: dict[str, Any], at: tuple[str, ...], level: int) -> None:
+        if not node:
+            _at(parts[0], at)
+        for key, value in node.items():
+            if level == depth or not isinstance(value, dict):
+                _at(parts[shard_of(key, shards)], at)[key] = value
+            else:
+                place(value, (*at, key), level + 1)
+
+    place(document, (), 1)
     return parts
+
+
+def _at(root: dict[str, Any], at: tuple[str, ...]) -> dict[str, Any]:
+    for key in at:
+        root = root.setdefault(key, {})
+    return root
+
+
+DEPTHS = {"reservations": 3, "workloads": 2}
+"""The depth at which each sharded document's entries are split (and compared for a PATCH)."""
 
 
 def controller_data_sources(

@@ -37,8 +37,8 @@ def act_on_records(rt: Runtime, records: dict[str, dict[str, dict[str, Any]]]) -
 def act_on_reservations(rt: Runtime, plan: ReservationPlan) -> None:
     document = plan.document()
     teams = ", ".join(
-        f"{team} ${sum(e['usd'] for e in entries.values()):,.2f} ({len(entries)} workloads)"
-        for team, entries in sorted(document.items())
+        f"{team} ${sum(doc['expiring'].values()):,.2f} ({len(doc['workloads'])} workloads)"
+        for team, doc in sorted(document.items())
     )
     summary = teams or "nothing reserved"
     for r in plan.reservations:
@@ -51,7 +51,7 @@ def act_on_reservations(rt: Runtime, plan: ReservationPlan) -> None:
             expires_at=r.expires_at,
             pods=r.pods,
         )
-    publish(rt, CONCERN, RESERVATIONS_PATH, document, summary)
+    publish(rt, CONCERN, RESERVATIONS_PATH, document, summary, depth=3)
     keep_sharded(rt, CONCERN, "reservations", document, summary)
 
 

@@ -100,7 +100,7 @@ def keep(rt: Runtime, concern: str, key: str, document: Any, summary: str) -> No
 
 
 def keep_sharded(
-    rt: Runtime, concern: str, doc: str, document: dict[str, dict[str, Any]], summary: str
+    rt: Runtime, concern: str, doc: str, document: dict[str, Any], summary: str
 ) -> None:
     """`keep` for a document that grows with the fleet: split over ConfigMaps beside the
     configured one (controller/act/opa_files.py `keep_shards`), the changed parts written."""

@@ -20,7 +20,7 @@ import orjson
 from controller.errors import ConflictError, NotFoundError, PermanentError
 from controller.observe.kube import KubeClient, object_path
 from fleet.opa import APPROVAL_BINDINGS_FILE_KEY
-from fleet.opa_shards import shard_configmap, shard_key, split
+from fleet.opa_shards import DEPTHS, shard_configmap, shard_key, split
 
 CONFIGMAP_LIMIT_BYTES = 900 * 1024
 """Stay well below the 1 MiB object size limit of etcd."""
@@ -85,7 +85,7 @@ def kept_bindings(kube: KubeClient, configmap: str | None) -> dict[str, str]:
 
 
 def keep_shards(
-    kube: KubeClient, configmap: str, doc: str, document: dict[str, dict[str, Any]]
+    kube: KubeClient, configmap: str, doc: str, document: dict[str, Any]
 ) -> tuple[int, int]:
     """Write `document` split into its parts (fleet/opa_shards.py), each part to its own
     ConfigMap beside `configmap`, only the parts whose text changed (the others are read and
@@ -96,16 +96,20 @@ def keep_shards(
     if not namespace or not name:
         raise PermanentError(f"controller.opa_data_configmap {configmap!r}: not namespace/name")
     size = written = 0
-    for index, part in enumerate(split(document)):
+    # what the parts hold now: one list of the controller's ConfigMaps, not a read per part
+    held = {
+        item["metadata"]["name"]: item.get("data") or {}
+        for item in kube.list(
+            object_path("v1", "configmaps", namespace, None),
+            params={"labelSelector": ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())},
+        )
+    }
+    for index, part in enumerate(split(document, DEPTHS[doc])):
         key = shard_key(doc, index)
         text = orjson.dumps(part, option=orjson.OPT_SORT_KEYS).decode()
         size += len(text.encode())
         target = f"{namespace}/{shard_configmap(name, doc, index)}"
-        try:
-            found = kube.get(object_path("v1", "configmaps", namespace, target.partition("/")[2]))
-        except NotFoundError:
-            found = {}
-        if ((found.get("data") or {}) if isinstance(found, dict) else {}).get(key) == text:
+        if held.get(shard_configmap(name, doc, index), {}).get(key) == text:
             continue
         keep_for_opa(kube, target, key, part)
         written += 1

@@ -159,7 +159,7 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
         assert not beyond.allowed
         assert beyond.says(f"{key} at 4 replicas would hold 32 accelerators")
 
-        reservations = read(opa, "fleetplane/reservations")["research"]
+        reservations = read(opa, "fleetplane/reservations")["research"]["workloads"]
         assert len(reservations) >= 1 and all(
             e["expires_at"] > time.time() + 23 * 3600 for e in reservations.values()
         )
