@@ -237,16 +237,29 @@ def fleet_documents(config: dict[str, Any], pods: int, now: float) -> dict[str, 
     reservation; a scalable workload's record per ten pods; a month's spend per team. Spread
     over the configuration's teams and their namespaces (a small usd each, so that verdicts
     stay those of an empty fleet and only the documents' size differs)."""
+    from controller.decide.reservations import Reservation, ReservationPlan, step_up
+
     teams = sorted(config["teams"])
     month = time.strftime("%Y-%m", time.gmtime(now))
-    reservations: dict[str, dict[str, Any]] = {team: {} for team in teams}
+    plan = ReservationPlan()
     workloads: dict[str, dict[str, Any]] = {}
     for i in range(pods):
         team = teams[i % len(teams)]
         namespaces = config["teams"][team]["namespaces"]
         namespace = namespaces[(i // len(teams)) % len(namespaces)]
-        uid = f"{i:08x}-0000-4000-8000-{i:012x}"
-        reservations[team][uid] = {"usd": 0.01, "expires_at": int(now) + 86400, "uids": []}
+        plan.reservations.append(
+            Reservation(
+                team=team,
+                key=f"{i:08x}-0000-4000-8000-{i:012x}",
+                kind="Pod",
+                name=f"p-{i}",
+                namespace=namespace,
+                usd=0.01,
+                expires_at=int(step_up(now + 86400 + (i % 48) * 3600)),
+                uids=(),
+                pods=1,
+            )
+        )
         if i % 10 == 0:
             workloads.setdefault(namespace, {})[f"deployments.apps/w-{i}"] = {
                 "uid": f"{i:08x}-1111-4000-8000-{i:012x}",
@@ -255,6 +268,7 @@ def fleet_documents(config: dict[str, Any], pods: int, now: float) -> dict[str, 
                 "devices_per_replica": 1,
                 "approval_id": None,
             }
+    reservations = plan.document()  # by expiry, as the controller writes it
     return {
         "reservations": reservations,
         "workloads": workloads,
