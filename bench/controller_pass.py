@@ -536,7 +536,7 @@ def report(figures: dict[str, Any], attempt: int, pause_kwok: bool) -> None:
         f"{figures['size']} nodes, pass {attempt}: {failed}wall {figures['wall']:.2f}s, pass "
         f"{figures['pass'] or float('nan'):.2f}s, phases {phases}, peak "
         f"{(figures['peak_bytes'] or 0) / 2**20:.0f} MiB, API requests "
-        f"{figures['api_requests']}, OPA requests {summary.get('opa_requests')}, load before "
+        f"{figures['api_requests']}, load before "
         f"{figures['load']:.1f}; CPU s {figures['cpu']} (of which controller GC "
         f"{summary.get('gc_seconds')}); API server GC cycles {figures['apiserver_gc_cycles']}"
         f"{'; kwok paused' if pause_kwok else ''}"

@@ -113,13 +113,11 @@ def dearest_prices(models: dict[str, Model]) -> dict[str, float]:
     return dearest
 
 
-def pod_price(pod: Pod, node: Node | None, fleet: FleetView, dearest: dict[str, float]) -> float:
-    """USD per hour of the pod's accelerators (see the module doc)."""
-    model = fleet.model_of_node(node.labels) if node is not None else None
-    price = model.price_per_hour_usd.get(node.capacity_type) if model and node else None
-    if model is not None and price is not None:
-        return pod.devices * price
-    return sum(n * dearest.get(family(r), 0.0) for r, n in pod.demand.items())
+def node_price(node: Node, fleet: FleetView) -> float | None:
+    """USD per hour of one device of the node's model at its capacity type; None when the
+    node is of no priced model."""
+    model = fleet.model_of_node(node.labels)
+    return model.price_per_hour_usd.get(node.capacity_type) if model is not None else None
 
 
 def plan_reservations(
@@ -133,6 +131,7 @@ def plan_reservations(
     bounds = runtime_bounds(fleet)
     dearest = dearest_prices(fleet.models)
     as_of = math.floor(now / STEP_SECONDS) * STEP_SECONDS
+    node_prices: dict[str, float | None] = {}
     totals: dict[tuple[str, str], dict[str, Any]] = {}
     for pod in pods:
         team = fleet.namespaces.get(pod.namespace)
@@ -147,7 +146,17 @@ def plan_reservations(
                 continue
             ends = step_up(start + bound)
             seconds = ends - as_of
-        usd = pod_price(pod, nodes.get(pod.node_name or ""), fleet, dearest) * seconds / 3600
+        where = pod.node_name or ""
+        if where in node_prices:
+            price = node_prices[where]
+        else:  # a node's model and capacity, looked up once for all its pods
+            node = nodes.get(where)
+            price = node_prices[where] = node_price(node, fleet) if node is not None else None
+        if price is not None:
+            hourly = pod.devices * price
+        else:
+            hourly = sum(n * dearest.get(family(r), 0.0) for r, n in pod.demand.items())
+        usd = hourly * seconds / 3600
         top = lineage(pod.uid, "Pod", pod.name, pod.created, pod.owner, objects)
         entry = totals.setdefault(
             (team, top.top_uid),
