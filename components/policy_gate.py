@@ -33,6 +33,8 @@ from fleet.opa import (
     OPA_RUN_FLAGS,
     authz_document,
 )
+from fleet.opa_anchors import package_anchors
+from fleet.opa_shards import SHARDED, controller_data_sources
 from fleet.project import policies_dir as project_policies
 from fleet.render import (
     OPA_SERVICE_PORT,
@@ -269,7 +271,13 @@ def policy_gate_manifests(
     component = "policy-gate"
     selector = {"app.kubernetes.io/name": opa.name}
     data_json = json.dumps(
-        {"fleetplane": {"config": render_opa_data(config), "approvals": render_approvals(config)}},
+        {
+            "fleetplane": {
+                **package_anchors(policies.values()),  # writes cost OPA what they write
+                "config": render_opa_data(config),
+                "approvals": render_approvals(config),
+            }
+        },
         indent=2,
     )
     policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
@@ -448,13 +456,16 @@ def policy_gate_manifests(
                                 # written by the controller, not declared here: absent until
                                 # its first pass (optional), never reverted by `pulumi up`
                                 "name": "controller-data",
-                                "configMap": {
-                                    "name": str(opa_data_configmap(config)).partition("/")[2],
-                                    "optional": True,
-                                    "items": [
-                                        {"key": key, "path": path}
-                                        for key, path in CONTROLLER_DATA_FILES.items()
-                                    ],
+                                # the fleet-sized documents in parts (fleet/opa_shards.py)
+                                "projected": {
+                                    "sources": controller_data_sources(
+                                        str(opa_data_configmap(config)).partition("/")[2],
+                                        {
+                                            key: path
+                                            for key, path in CONTROLLER_DATA_FILES.items()
+                                            if path.rpartition("/")[0] not in SHARDED.values()
+                                        },
+                                    )
                                 },
                             },
                             {"name": "certs", "secret": {"secretName": f"{opa.name}-tls"}},
