@@ -16,7 +16,7 @@ import pytest
 
 from components.queue_defaults import queue_defaults_manifests, team_queues
 from fleet.config import FleetConfig
-from localfleet.scenario import H100, _pod_spec, batch_job, deployment
+from localfleet.scenario import A100, H100, _pod_spec, batch_job, deployment
 from tests.components.live_gate import create, live_gate
 
 QUEUE = "scheduling.volcano.sh/queue-name"
@@ -64,7 +64,7 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
     """Team vt-beta's Deployment naming no queue (the scenario's plain manifest) is admitted
     by the gate with the queue filled in, and Volcano schedules its pod in vt-beta's queue;
     the same Deployment naming vt-alpha's queue is refused by the gate; CronJob, Job and Pod
-    get the queue too; a Deployment update that changes nothing in the template does not."""
+    get the queue too; re-applying the plain manifest (server-side, a new image) keeps it."""
     kube.apply(queue_defaults_manifests(volcano.fleet))
     ns = "vt-beta"
     with live_gate(kube, serving_fleet(volcano.fleet), tmp_path):
@@ -98,6 +98,16 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
         podgroup = kube.get_json("podgroups.scheduling.volcano.sh", group, "-n", ns)
         assert podgroup["spec"]["queue"] == "vt-beta"
 
+        # Re-applied as the team keeps it (server-side apply drops what the manifest does not
+        # hold, the queue among it): the UPDATE gets the queue again and is admitted.
+        reapplied = json.loads(json.dumps(plain))
+        reapplied["spec"]["template"]["spec"]["containers"][0]["image"] += "-2"
+        kube.apply([plain])
+        kube.apply([reapplied])
+        updated = kube.get_json("deployment", "plain-infer", "-n", ns)
+        assert _template_annotations(updated)[QUEUE] == "vt-beta"
+        assert updated["spec"]["template"]["spec"]["containers"][0]["image"].endswith("-2")
+
         wrong = deployment(
             "wrong-queue",
             ns,
@@ -112,7 +122,10 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
         assert "queue" in refused.stderr and "vt-alpha" in refused.stderr, refused.stderr
 
         job = batch_job(
-            "plain-etl", ns, _pod_spec(1, H100, "fleetplane-batch", restart="Never"), plain=True
+            "plain-etl",
+            ns,
+            _pod_spec(1, A100, "fleetplane-batch", spot=True, restart="Never"),
+            plain=True,
         )
         job_created = create(kube, job)
         assert job_created.returncode == 0, job_created.stderr
@@ -122,7 +135,11 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
             "apiVersion": "batch/v1",
             "kind": "CronJob",
             "metadata": {**job["metadata"], "name": "plain-cron"},
-            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {**job["spec"]}}},
+            "spec": {
+                "schedule": "0 3 * * *",
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": {"spec": {**job["spec"]}},
+            },
         }
         cron_created = create(kube, cron)
         assert cron_created.returncode == 0, cron_created.stderr
