@@ -69,3 +69,18 @@ def create(kube: LocalCluster, obj: dict[str, Any], *args: str) -> Any:
     return kube.kubectl(
         "create", "-f", "-", "-o", "json", *args, input=json.dumps(obj), check=False
     )
+
+
+@contextmanager
+def queue_defaults(kube: LocalCluster, fleet: FleetConfig) -> Iterator[None]:
+    """The QueueDefaults policies of `fleet` on `kube`, removed afterwards: the control plane
+    is shared by the session's tests, which do not all expect them."""
+    from components.queue_defaults import queue_defaults_manifests
+
+    manifests = queue_defaults_manifests(fleet)
+    kube.apply(manifests)
+    try:
+        yield
+    finally:
+        for m in reversed(manifests):
+            kube.kubectl("delete", m["kind"].lower(), m["metadata"]["name"], check=False)

@@ -17,7 +17,7 @@ import pytest
 from components.queue_defaults import queue_defaults_manifests, team_queues
 from fleet.config import FleetConfig
 from localfleet.scenario import A100, H100, _pod_spec, batch_job, deployment
-from tests.components.live_gate import create, live_gate
+from tests.components.live_gate import create, live_gate, queue_defaults
 
 QUEUE = "scheduling.volcano.sh/queue-name"
 
@@ -65,9 +65,11 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
     by the gate with the queue filled in, and Volcano schedules its pod in vt-beta's queue;
     the same Deployment naming vt-alpha's queue is refused by the gate; CronJob, Job and Pod
     get the queue too; re-applying the plain manifest (server-side, a new image) keeps it."""
-    kube.apply(queue_defaults_manifests(volcano.fleet))
     ns = "vt-beta"
-    with live_gate(kube, serving_fleet(volcano.fleet), tmp_path):
+    with (
+        queue_defaults(kube, volcano.fleet),
+        live_gate(kube, serving_fleet(volcano.fleet), tmp_path),
+    ):
         plain = deployment(
             "plain-infer",
             ns,

@@ -102,14 +102,15 @@ def test_a_team_service_account_records_a_checkpoint_and_nothing_else(
     helper records a checkpoint on a running pod through the real gate; the same identity
     changing a platform-owned key of the pod is refused by the gate, and RBAC gives it nothing
     but patch (no get, no delete, not in another team's namespace)."""
-    from components.queue_defaults import queue_defaults_manifests
     from localfleet.scenario import H100, _pod_spec, deployment
-    from tests.components.live_gate import create, live_gate
+    from tests.components.live_gate import create, live_gate, queue_defaults
     from tests.components.test_queue_defaults import serving_fleet
 
     ns = "vt-beta"
-    kube.apply(queue_defaults_manifests(volcano.fleet))
-    with live_gate(kube, serving_fleet(volcano.fleet), tmp_path):
+    with (
+        queue_defaults(kube, volcano.fleet),
+        live_gate(kube, serving_fleet(volcano.fleet), tmp_path),
+    ):
         spec = _pod_spec(1, H100, "fleetplane-inference")
         metadata = deployment("trainer", ns, "inference", 1, spec, plain=True)["metadata"]
         created = create(
