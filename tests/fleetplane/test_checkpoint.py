@@ -177,6 +177,14 @@ def test_a_team_service_account_records_a_checkpoint_and_nothing_else(
         ):
             status, message = as_team("PATCH", body)
             assert status == 403 and "platform-owned" in message, (status, message)
+        # Nothing else of the pod either (the gate's checkpoint rule): RBAC cannot narrow it.
+        for body in (
+            {"metadata": {"annotations": {"team.example/step": "500"}}},
+            {"metadata": {"labels": {"app": "elsewhere"}}},
+            {"spec": {"activeDeadlineSeconds": 60}},
+        ):
+            status, message = as_team("PATCH", body)
+            assert status == 403 and "checkpoint:" in message, (status, message)
         assert as_team("GET")[0] == 403
         assert as_team("DELETE")[0] == 403
         status, _ = as_team(
