@@ -168,6 +168,7 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
         ("deployment", "plain-infer"),
         ("job", "plain-etl"),
         ("cronjob", "plain-cron"),
+        ("statefulset", "plain-stateful"),
         ("pod", "plain-pod"),
     ):
         kube.kubectl("delete", kind, name, "-n", ns, "--wait=false", check=False)
