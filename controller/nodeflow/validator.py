@@ -48,7 +48,7 @@ HEALTHY, UNHEALTHY, UNAVAILABLE = "healthy", "unhealthy", "unavailable"
 
 
 class ValidatorSettings(Protocol):
-    """What the validator pod is made of (`controller.upgrade.settings.UpgradeSettings`)."""
+    """What the validator pod is made of (`controller.nodeflow.settings.WorkflowSettings`)."""
 
     @property
     def validation_timeout_seconds(self) -> int: ...

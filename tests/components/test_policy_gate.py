@@ -77,6 +77,17 @@ def test_policy_gate(
         ("autoscaling", "horizontalpodautoscalers"),
         ("batch.volcano.sh", "jobs"),
         ("scheduling.volcano.sh", "podgroups"),
+        # What trusted controllers copy from (issue 33): Volcano's and the built-in operators'.
+        ("batch.volcano.sh", "cronjobs"),
+        ("flow.volcano.sh", "jobtemplates"),
+        ("flow.volcano.sh", "jobflows"),
+        ("trainer.kubeflow.org", "trainjobs"),
+        ("trainer.kubeflow.org", "trainingruntimes"),
+        ("ray.io", "rayclusters"),
+        ("ray.io", "rayjobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets/scale"),
     }
 
     configmaps = {c["metadata"]["name"]: c["data"] for c in declared.kind("ConfigMap")}

@@ -8,6 +8,7 @@ policyreview/corpus/reviews/ (tests/policies/corpus.py), the corpus that
 from __future__ import annotations
 
 from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
+from tests.policies.operator_cases import OPERATOR_CASES
 
 # (case, workload, rules it violates); an empty set means allowed.
 CASES: list[tuple[str, Workload, set[str]]] = [
@@ -211,3 +212,6 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         {"max-accelerators", "priority-class", "image-registry", "host-namespaces"},
     ),
 ]
+
+# The operators' kinds and issue 33's classes 3 and 5 (tests/policies/operator_cases.py).
+CASES += OPERATOR_CASES
