@@ -93,7 +93,7 @@ def test_a_plain_gpu_deployment_runs_in_its_teams_queue(
         deadline = time.monotonic() + 60
         while (pod := placed()) is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert pod is not None, kube.get_json("pods", "-n", ns, "-l", "app=plain-infer")
+        assert pod is not None, kube.kubectl("get", "rs,pods,events", "-n", ns, check=False).stdout
         assert pod["metadata"]["annotations"][QUEUE] == "vt-beta"
         assert pod["spec"]["schedulerName"] == "volcano"
         group = pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
