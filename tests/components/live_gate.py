@@ -32,10 +32,6 @@ def live_gate(kube: LocalCluster, fleet: FleetConfig, work: Path) -> Iterator[Fl
             "opa": fleet.opa.model_copy(
                 update={"external_url": f"https://127.0.0.1:{port}", "deploy": False}
             ),
-            # The test control plane's kube-controller-manager runs with the admin certificate
-            # (group system:masters), not as system:kube-controller-manager: trusted as the
-            # platform, as that controller is in a cluster (its owner references, copies).
-            "admin_groups": [*fleet.admin_groups, "system:masters"],
         }
     )
     tls = TlsMaterial(**generate_tls_bundle(dns_names=opa_tls_dns_names(fleet), validity_days=1))
