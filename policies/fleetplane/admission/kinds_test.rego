@@ -153,3 +153,16 @@ test_a_head_only_raycluster_takes_the_full_rules if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 }
+
+test_ray_queue_label_is_judged_when_an_update_changes_it if {
+	old := ray_labelled({"volcano.sh/queue-name": "research"}).request.object
+	changed := testing.as_update(ray_labelled({"volcano.sh/queue-name": "serving"}), old)
+	"queue" in rules(changed)
+	kept := testing.as_update(ray_labelled({"volcano.sh/queue-name": "research"}), old)
+	not "queue" in rules(kept)
+}
+
+test_ray_queue_label_of_a_team_outside_team_namespaces_is_refused if {
+	rev := testing.in_namespace(ray_labelled({"volcano.sh/queue-name": "research"}), "default")
+	some_message(rev, "queue: label volcano.sh/queue-name \"research\" is the queue of a team, and namespace \"default\" belongs to none; leave it out")
+}

@@ -176,3 +176,27 @@ test_kind_table if {
 		["trainer.kubeflow.org", "TrainingRuntime"]: "runtime", ["flow.volcano.sh", "JobTemplate"]: "runtime", ["batch.volcano.sh", "CronJob"]: "runtime",
 	}
 }
+
+test_lws_malformed_counts_are_kept_for_template_problems if {
+	surged("a lot") == "a lot"
+	obj := lws_obj({"replicas": "two", "leaderWorkerTemplate": {"size": 4, "workerTemplate": pod_template("8")}})
+	[t] := workloads.templates(obj, "leaderworkerset")
+	not is_number(t.replicas)
+}
+
+test_lws_a_surge_over_malformed_replicas_keeps_the_replicas if {
+	obj := lws_obj({
+		"replicas": "two",
+		"rolloutStrategy": {"rollingUpdateConfiguration": {"maxSurge": 1}},
+		"leaderWorkerTemplate": {"size": 4, "workerTemplate": pod_template("8")},
+	})
+	[t] := workloads.templates(obj, "leaderworkerset")
+	not is_number(t.replicas)
+}
+
+test_lws_a_size_below_one_is_named if {
+	obj := lws_obj({"replicas": 1, "leaderWorkerTemplate": {"size": 0, "leaderTemplate": pod_template("8"), "workerTemplate": pod_template("8")}})
+	some t in workloads.templates(obj, "leaderworkerset")
+	t.where == "spec.leaderWorkerTemplate.workerTemplate"
+	contains(sprintf("%v", [t.replicas]), "size 0 (at least 1)")
+}
