@@ -250,6 +250,11 @@ fast_unusual_field("env", env) if {
 }
 
 fast_unusual_field(field, probe) if {
+	field in {"livenessProbe", "startupProbe"}
+	probe.terminationGracePeriodSeconds
+}
+
+fast_unusual_field(field, probe) if {
 	field in {"livenessProbe", "readinessProbe", "startupProbe"}
 	some kind in ["httpGet", "tcpSocket"]
 	probe[kind].host

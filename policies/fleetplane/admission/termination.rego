@@ -9,6 +9,8 @@
 # plus its grace (budget.rego, pod_seconds).
 package fleetplane.admission
 
+import data.fleetplane.lib.workloads
+
 # METADATA
 # description: >-
 #   The longest terminationGracePeriodSeconds an accelerator pod may set. A
@@ -70,3 +72,25 @@ priced_grace(spec) := grace if {
 with_grace(seconds, grace) := seconds + grace if is_number(seconds)
 
 else := seconds
+
+# METADATA
+# description: >-
+#   A livenessProbe's or startupProbe's own terminationGracePeriodSeconds
+#   replaces the pod's when the kubelet kills a container for a failed
+#   probe, so it is bounded like the pod's (a probe cannot set one it could
+#   not set on the pod). Not priced on its own: the pod keeps running (and
+#   holding its devices) through the restart, inside the runtime it is
+#   priced for.
+deny contains msg if {
+	pod_rules_apply
+	some f in facts
+	f.devices > 0
+	some entry in f.entries
+	some probe in ["livenessProbe", "startupProbe"]
+	grace := entry.container[probe].terminationGracePeriodSeconds
+	not grace_within_bound(grace)
+	msg := sprintf(
+		"termination-grace: %s sets %s.terminationGracePeriodSeconds %s, which replaces the pod's grace period when the probe fails; set it to a whole number of seconds up to %d, or remove it",
+		[workloads.container_where(f.where, entry), probe, json.marshal(grace), max_termination_grace_seconds],
+	)
+}

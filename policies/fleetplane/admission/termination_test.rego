@@ -81,3 +81,32 @@ test_fast_path_grace_literal_is_the_bound if {
 	admission.max_termination_grace_seconds == 120
 	admission.default_termination_grace_seconds == 30
 }
+
+# A probe's own grace replaces the pod's when the probe fails.
+probed(probe, grace) := testing.pod(testing.replace_spec(testing.training, "containers", [object.union(
+	testing.container("main", {"nvidia.com/gpu": "8"}),
+	{probe: {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": grace}},
+)]))
+
+test_probe_grace[name] if {
+	some name, [rev, want] in {
+		"a short liveness grace": [probed("livenessProbe", 30), set()],
+		"a liveness grace at the bound": [probed("livenessProbe", 120), set()],
+		"a long liveness grace": [probed("livenessProbe", 3600), {"termination-grace"}],
+		"a long startup grace": [probed("startupProbe", 3600), {"termination-grace"}],
+		"a grace that is no number": [probed("startupProbe", "60"), {"termination-grace"}],
+	}
+	rules(rev) == want
+}
+
+test_probe_grace_message if {
+	some_message(probed("livenessProbe", 3600), `termination-grace: pod containers "main" sets livenessProbe.terminationGracePeriodSeconds 3600`)
+}
+
+test_probe_grace_takes_the_full_rules if {
+	not admission.fast_response with input as probed("livenessProbe", 60)
+		with data.fleetplane.config as testing.config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
