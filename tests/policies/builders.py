@@ -235,8 +235,15 @@ class Workload:
     def in_namespace(self, namespace: str) -> Workload:
         return replace(self, namespace=namespace)
 
-    def as_deployment(self, replicas: Any = 1) -> Workload:
-        return replace(self, kind="Deployment", workload={"replicas": replicas})
+    def as_deployment(self, replicas: Any = 1, strategy: dict[str, Any] | None = None) -> Workload:
+        """A Deployment; `strategy` (e.g. {"type": "Recreate"}) rolls it out without the default
+        surge, which the gate counts in what it holds."""
+        spec = (
+            {"replicas": replicas}
+            if strategy is None
+            else {"replicas": replicas, "strategy": strategy}
+        )
+        return replace(self, kind="Deployment", workload=spec)
 
     def as_statefulset(self, replicas: Any = 1) -> Workload:
         return replace(self, kind="StatefulSet", workload={"replicas": replicas})

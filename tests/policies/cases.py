@@ -237,6 +237,17 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         training().tolerate(key="fleetplane.dev/gpu-unhealthy", operator="Exists"),
         {"maintenance-toleration"},
     ),
+    # issue 33: a rollout's surge is held (8 x 8 is the maximum; 2 surge pods go past it)
+    (
+        "approved training deployment surging past the type limit",
+        training().approved().as_deployment(replicas=8),
+        {"max-accelerators", "approval"},
+    ),
+    (
+        "approved training deployment recreated at the type limit",
+        training().approved().as_deployment(replicas=8, strategy={"type": "Recreate"}),
+        set(),
+    ),
     # everything at once: one message per violated rule
     (
         "many violations",

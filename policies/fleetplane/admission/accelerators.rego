@@ -264,8 +264,8 @@ deny contains msg if {
 	holding_judged
 	total_devices > type_config.max_accelerators
 	msg := sprintf(
-		"max-accelerators: the workload holds %d accelerators at once (replicas x devices per pod); %s workloads may hold at most %d, so reduce replicas or devices",
-		[total_devices, workload_type, type_config.max_accelerators],
+		"max-accelerators: the workload holds %d accelerators at once (replicas x devices per pod)%s; %s workloads may hold at most %d, so reduce replicas or devices",
+		[total_devices, surge_hint, workload_type, type_config.max_accelerators],
 	)
 }
 
@@ -275,8 +275,8 @@ deny contains msg if {
 	some f in facts
 	reason := approval_refusal(object.get(f.annotations, lib.keys.approval_id, null), total_devices, object_uids, f.where)
 	msg := sprintf(
-		"approval: the workload holds %d accelerators (approval needed from %d); %s",
-		[total_devices, config.approval.threshold_accelerators, reason],
+		"approval: the workload holds %d accelerators%s (approval needed from %d); %s",
+		[total_devices, surge_hint, config.approval.threshold_accelerators, reason],
 	)
 }
 

@@ -284,7 +284,7 @@ spec_changed if input.request.object.spec != object.get(workloads.as_object(inpu
 templates_changed if [t.template | some t in templates] != [t.template | some t in old_templates]
 
 # The pod templates of the object before the update.
-old_templates := workloads.templates(workloads.as_object(input.request.oldObject), kind_class)
+old_templates := with_lifetime(workloads.templates(workloads.as_object(input.request.oldObject), kind_class), workloads.as_object(input.request.oldObject))
 
 # METADATA
 # description: >-
@@ -346,7 +346,8 @@ requester := u if {
 
 # ------------------------------------------------------------------ facts
 
-templates := workloads.templates(input.request.object, kind_class)
+# With what their controllers add over their life (lifetime.rego).
+templates := with_lifetime(workloads.templates(input.request.object, kind_class), input.request.object)
 
 # METADATA
 # description: >-

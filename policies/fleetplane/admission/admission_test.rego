@@ -168,7 +168,12 @@ test_valid_workload_is_allowed[name] if {
 
 total_cases := {
 	"pod": {"input": testing.pod(testing.training), "want": 8},
-	"deployment replicas": {"input": testing.deployment(testing.training, 3), "want": 24},
+	# 3 replicas and the default surge (25%, rounded up: 1 pod) during a rollout.
+	"deployment replicas": {"input": testing.deployment(testing.training, 3), "want": 32},
+	"deployment replicas without surge": {
+		"input": object.union(testing.deployment(testing.training, 3), {"request": {"object": {"spec": {"strategy": {"type": "Recreate"}}}}}),
+		"want": 24,
+	},
 	"deployment default replicas": {
 		"input": object.union(testing.deployment(testing.training, 1), {"request": {"object": {"spec": {"replicas": null}}}}),
 		"want": 0,

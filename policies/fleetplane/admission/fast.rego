@@ -304,12 +304,13 @@ fast_template(kind, obj) := {
 	kind.kind == "Pod"
 	kind.group == ""
 } else := {
-	"where": "spec.template", "template": obj.spec.template, "replicas": replicas, "deadline": null,
+	"where": "spec.template", "template": obj.spec.template, "replicas": replicas + surge, "deadline": null,
 	"runs": replicas, "replaced": true, "bounded": true,
 } if {
 	kind.group == "apps"
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
 	replicas := object.get(obj.spec, "replicas", 1)
+	surge := {true: deployment_surge(obj.spec, replicas), false: 0}[kind.kind == "Deployment"]
 } else := t if {
 	# Volcano Jobs take the full rules, which also check their queue, as do
 	# KubeRay's kinds (their labels name their PodGroup's queue:

@@ -146,7 +146,11 @@ test_api_group if {
 # A training template the rules of today refuse (admitted under older ones).
 legacy := testing.with_spec(testing.training, {"volumes": [{"name": "h", "hostPath": {"path": "/data"}}], "priorityClassName": "old-class"})
 
-scaled(tmpl, old, new) := testing.as_update(testing.deployment(tmpl, new), testing.deployment(tmpl, old).request.object)
+# Rolled out without surge, so the counts are the replicas (lifetime_test
+# judges the surge).
+scaled(tmpl, old, new) := testing.as_update(recreated(testing.deployment(tmpl, new)), recreated(testing.deployment(tmpl, old)).request.object)
+
+recreated(rev) := object.union(rev, {"request": {"object": {"spec": {"strategy": {"type": "Recreate"}}}}})
 
 cron_update(old_fields, new_fields) := testing.as_update(
 	object.union(testing.cronjob(testing.training, {}), {"request": {"object": {"spec": new_fields}}}),
