@@ -58,6 +58,7 @@ def unavailable_reason(snapshot: NodeSnapshot) -> str | None:
         return NO_DRIVER
     return None
 
+
 # Names of the nvmlClocksEventReason* bits, by the binding's constant for each.
 _CLOCKS_EVENT_REASONS = (
     ("gpu_idle", "nvmlClocksThrottleReasonGpuIdle"),
