@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from fleet.opa import OPA_GC_ENV, OPA_RUN_FLAGS
 from localfleet.controlplane import free_port
 from localfleet.servers import cpu_seconds
@@ -195,12 +197,10 @@ def start_opa(
     log: Path,
     extra: list[str],
     env: dict[str, str],
+    fleet_pods: int = 0,
 ) -> subprocess.Popen[bytes]:
     data_dir = log.parent / "data"
-    # OPA loads a data file at the path of its directories: fleetplane/config/data.json.
-    target = data_dir / "fleetplane" / "config"
-    target.mkdir(parents=True)
-    (target / "data.json").write_text(config.read_text())
+    write_data(data_dir, json.loads(config.read_text()), fleet_pods)
     command = [
         str(opa),
         "run",
@@ -229,6 +229,64 @@ def start_opa(
             time.sleep(0.05)
     process.kill()
     raise SystemExit("opa did not become healthy within 30 s")
+
+
+def fleet_documents(config: dict[str, Any], pods: int, now: float) -> dict[str, Any]:
+    """`data.fleetplane` documents the controller keeps for a fleet of `pods` GPU pods, the
+    worst case for their size: every pod a bare pod, so its own workload with its own
+    reservation; a scalable workload's record per ten pods; a month's spend per team. Spread
+    over the configuration's teams and their namespaces (a small usd each, so that verdicts
+    stay those of an empty fleet and only the documents' size differs)."""
+    from controller.decide.reservations import Reservation, ReservationPlan, step_up
+
+    teams = sorted(config["teams"])
+    month = time.strftime("%Y-%m", time.gmtime(now))
+    plan = ReservationPlan()
+    workloads: dict[str, dict[str, Any]] = {}
+    for i in range(pods):
+        team = teams[i % len(teams)]
+        namespaces = config["teams"][team]["namespaces"]
+        namespace = namespaces[(i // len(teams)) % len(namespaces)]
+        plan.reservations.append(
+            Reservation(
+                team=team,
+                key=f"{i:08x}-0000-4000-8000-{i:012x}",
+                kind="Pod",
+                name=f"p-{i}",
+                namespace=namespace,
+                usd=0.01,
+                expires_at=int(step_up(now + 86400 + (i % 48) * 3600)),
+                uids=(),
+                pods=1,
+            )
+        )
+        if i % 10 == 0:
+            workloads.setdefault(namespace, {})[f"deployments.apps/w-{i}"] = {
+                "uid": f"{i:08x}-1111-4000-8000-{i:012x}",
+                "kind": "Deployment",
+                "workload_type": "inference",
+                "devices_per_replica": 1,
+                "approval_id": None,
+            }
+    reservations = plan.document()  # by expiry, as the controller writes it
+    return {
+        "reservations": reservations,
+        "workloads": workloads,
+        "spend": {team: {"month": month, "usd": 0.01} for team in teams},
+    }
+
+
+def write_data(data_dir: Path, config: dict[str, Any], fleet_pods: int) -> None:
+    """The files OPA loads at start: the configuration, the packages' anchors (as the gate's
+    data ConfigMap: fleet/opa_anchors.py) and, for `fleet_pods`, the fleet's documents."""
+    from fleet.opa_anchors import package_anchors
+
+    sources = [p.read_text() for p in DEFAULT_POLICIES.rglob("*.rego")]
+    document: dict[str, Any] = {**package_anchors(sources), "config": config}
+    if fleet_pods:
+        document.update(fleet_documents(config, fleet_pods, time.time()))
+    data_dir.mkdir(parents=True)
+    (data_dir / "data.json").write_bytes(orjson.dumps({"fleetplane": document}))
 
 
 def load_corpus(corpus: Path, config: Path, trace: str, trace_limit: int) -> list[bytes]:
@@ -329,6 +387,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     env = opa_env(args.gogc, args.gomemlimit)
     figures: dict[str, Any] = {
+        "fleet_pods": args.fleet_pods,
         "corpus": len(bodies),
         "connections": args.connections,
         "gc": {"GOGC": env.get("GOGC", "100"), "GOMEMLIMIT": env.get("GOMEMLIMIT", "")},
@@ -342,6 +401,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             Path(log_dir) / "opa.log",
             args.opa_arg or [],
             env,
+            args.fleet_pods,
         )
         try:
             closed = [
@@ -477,7 +537,8 @@ def report(figures: dict[str, Any], cores: int | None) -> bool:
     gc = figures["gc"]
     print(
         f"OPA admission over HTTP (loopback, keep-alive, {figures['connections']} connections, "
-        f"{cores} cores, {figures['corpus']} distinct reviews, the fast path allows "
+        f"{cores} cores, {figures['corpus']} distinct reviews, a fleet of "
+        f"{figures['fleet_pods']} pods' documents loaded, the fast path allows "
         f"{figures['fast_path_share'][0]:.0%} and denies {figures['fast_path_share'][1]:.0%} of "
         f"them; GOGC={gc['GOGC']} "
         f"GOMEMLIMIT={gc['GOMEMLIMIT'] or 'unset'})"
@@ -580,6 +641,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--eval-samples", type=int, default=1000, help="requests for the evaluation timer"
+    )
+    parser.add_argument(
+        "--fleet-pods",
+        type=int,
+        default=0,
+        help="load the documents the controller keeps for a fleet of N pods (reservations, "
+        "workload records, spend; fleet_documents) with the configuration: 100000 measures "
+        "the gate at the largest fleets' scale (default 0: an empty fleet)",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

@@ -27,6 +27,7 @@ from components.policy_gate import (
     policy_gate_manifests,
     read_policies,
 )
+from components.queue_defaults import QueueDefaults, QueueDefaultsArgs, queue_defaults_manifests
 from components.tenancy import (
     TeamTenancy,
     TeamTenancyArgs,
@@ -88,6 +89,7 @@ class ClusterParts:
     pools: dict[str, GpuNodePool | TpuNodePool] = field(default_factory=dict)
     upgrade_policy: GkeUpgradePolicy | None = None
     teams: dict[str, TeamTenancy] = field(default_factory=dict)
+    queue_defaults: QueueDefaults | None = None
     gpu_operator: GpuOperator | None = None
     volcano: Volcano | None = None
     policy_gate: PolicyGate | None = None
@@ -184,6 +186,11 @@ class Platform(pulumi.ComponentResource):
                 TeamTenancyArgs(fleet=fleet, team=team, provider=kubernetes),
                 here,
             )
+        parts.queue_defaults = QueueDefaults(
+            f"{prefix}-queue-defaults",
+            QueueDefaultsArgs(fleet=fleet, provider=kubernetes),
+            here,
+        )
         if fleet.opa.gate:
             parts.policy_gate = PolicyGate(
                 f"{prefix}-opa",
@@ -228,6 +235,7 @@ def render_manifests(
     for team in config.teams:
         manifests += team_manifests(config, team)
     manifests += volcano_queues(config)
+    manifests += queue_defaults_manifests(config)
     if config.opa.gate:
         if tls is None:
             tls = TlsMaterial(

@@ -33,6 +33,8 @@ from fleet.opa import (
     OPA_RUN_FLAGS,
     authz_document,
 )
+from fleet.opa_anchors import package_anchors
+from fleet.opa_shards import SHARDED, controller_data_sources
 from fleet.project import policies_dir as project_policies
 from fleet.render import (
     OPA_SERVICE_PORT,
@@ -212,11 +214,16 @@ def _rule(group: str, versions: list[str], resources: list[str]) -> dict[str, An
     }
 
 
-def webhook_rules() -> list[dict[str, Any]]:
+def webhook_rules(config: FleetConfig) -> list[dict[str, Any]]:
     """What the gate judges: every kind carrying pod templates, the scale subresources and
-    autoscalers that change how many pods a template makes, and Volcano's PodGroups (they pick
-    the queue and priority of their pods). matchPolicy Equivalent sends other versions of the
-    same resources too."""
+    autoscalers that change how many pods a template makes, Volcano's PodGroups (they pick
+    the queue and priority of their pods), and every kind a controller the gate trusts copies
+    from: Volcano's CronJobs, JobTemplates and JobFlows, and the kinds of the configured
+    operators (`operators`; the built-in ones: TrainJob and TrainingRuntime, RayCluster and
+    RayJob, JobSet, LeaderWorkerSet). Trusting a controller's copies is sound only when what
+    it copies from was judged (issue 33: nothing a user writes becomes platform data by
+    passing through a trusted controller). matchPolicy Equivalent sends other versions of the
+    same resources too; a rule for a resource the API server does not serve matches nothing."""
     return [
         _rule("", ["v1"], ["pods", "pods/ephemeralcontainers", "pods/resize"]),
         _rule("", ["v1"], ["replicationcontrollers", "replicationcontrollers/scale"]),
@@ -235,8 +242,14 @@ def webhook_rules() -> list[dict[str, Any]]:
         ),
         _rule("batch", ["v1"], ["jobs", "cronjobs"]),
         _rule("autoscaling", ["v1", "v2"], ["horizontalpodautoscalers"]),
-        _rule("batch.volcano.sh", ["v1alpha1"], ["jobs"]),
+        _rule("batch.volcano.sh", ["v1alpha1"], ["jobs", "cronjobs"]),
+        _rule("flow.volcano.sh", ["v1alpha1"], ["jobtemplates", "jobflows"]),
         _rule("scheduling.volcano.sh", ["v1beta1"], ["podgroups"]),
+        *(
+            _rule(kind.group, list(kind.versions), list(kind.resources))
+            for operator in config.enabled_operators()
+            for kind in operator.kinds
+        ),
     ]
 
 
@@ -258,7 +271,13 @@ def policy_gate_manifests(
     component = "policy-gate"
     selector = {"app.kubernetes.io/name": opa.name}
     data_json = json.dumps(
-        {"fleetplane": {"config": render_opa_data(config), "approvals": render_approvals(config)}},
+        {
+            "fleetplane": {
+                **package_anchors(policies.values()),  # writes cost OPA what they write
+                "config": render_opa_data(config),
+                "approvals": render_approvals(config),
+            }
+        },
         indent=2,
     )
     policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
@@ -437,13 +456,16 @@ def policy_gate_manifests(
                                 # written by the controller, not declared here: absent until
                                 # its first pass (optional), never reverted by `pulumi up`
                                 "name": "controller-data",
-                                "configMap": {
-                                    "name": str(opa_data_configmap(config)).partition("/")[2],
-                                    "optional": True,
-                                    "items": [
-                                        {"key": key, "path": path}
-                                        for key, path in CONTROLLER_DATA_FILES.items()
-                                    ],
+                                # the fleet-sized documents in parts (fleet/opa_shards.py)
+                                "projected": {
+                                    "sources": controller_data_sources(
+                                        str(opa_data_configmap(config)).partition("/")[2],
+                                        {
+                                            key: path
+                                            for key, path in CONTROLLER_DATA_FILES.items()
+                                            if path.rpartition("/")[0] not in SHARDED.values()
+                                        },
+                                    )
                                 },
                             },
                             {"name": "certs", "secret": {"secretName": f"{opa.name}-tls"}},
@@ -496,7 +518,7 @@ def policy_gate_manifests(
                     "failurePolicy": opa.failure_policy,
                     "matchPolicy": "Equivalent",
                     "namespaceSelector": webhook_namespace_selector(config),
-                    "rules": webhook_rules(),
+                    "rules": webhook_rules(config),
                     "clientConfig": webhook_client_config(config, _b64(tls.ca_pem)),
                 }
             ],

@@ -22,8 +22,9 @@ class TeamTenancyArgs:
 
 class TeamTenancy(pulumi.ComponentResource):
     """A team's namespaces (labelled for the admission webhook, annotated with the team's
-    default Volcano queue), a LimitRange with container defaults, and a RoleBinding of the
-    team's groups to `edit`. The team's accelerator quota is its Volcano queue's capability
+    default Volcano queue), a LimitRange with container defaults, a RoleBinding of the
+    team's groups to `edit`, and the one permission its ServiceAccounts get (`patch` on pods,
+    to record checkpoints: `checkpoint_rbac`). The team's accelerator quota is its Volcano queue's capability
     (components.volcano), one limit across all its namespaces: a ResourceQuota per namespace
     would give each namespace the whole quota again."""
 
@@ -160,7 +161,49 @@ def team_manifests(config: FleetConfig, team: TeamConfig) -> list[Manifest]:
                     ],
                 }
             )
+        out += checkpoint_rbac(ns, team_label)
     return out
+
+
+CHECKPOINT_ROLE = "fleetplane-checkpoint"
+"""The Role that lets a team's pods record a checkpoint on themselves (fleetplane.checkpoint)."""
+
+
+def checkpoint_rbac(namespace: str, team_label: dict[str, str]) -> list[Manifest]:
+    """`patch` on pods in `namespace`, bound to every ServiceAccount of that namespace: what
+    `fleetplane checkpoint` needs to merge-patch its own pod's `fleetplane.dev/last-checkpoint`,
+    and no more (no get, list, create or delete; no other namespace). RBAC cannot narrow a
+    patch to one annotation (nor to the caller's own pod): the admission gate refuses every
+    other platform-owned key a team identity would change with it."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta(
+                CHECKPOINT_ROLE, namespace, component="tenancy", extra_labels=team_label
+            ),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(
+                CHECKPOINT_ROLE, namespace, component="tenancy", extra_labels=team_label
+            ),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": CHECKPOINT_ROLE,
+            },
+            "subjects": [
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Group",
+                    "name": f"system:serviceaccounts:{namespace}",
+                }
+            ],
+        },
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ snapshot later (tests/controller/test_admission_keeper.py measures it), not at t
   (a node, a phase) only lowers what is reserved; until the refresh that leaves more reserved,
   never less (the gate refuses, it does not let through).
 - Its own Lease (`<lease>-admission`): a keeper never keeps a reconcile pass from running, and
-  two replicas take turns (each pass writes whole documents, idempotent).
+  two replicas take turns (each pass brings OPA's documents to what it decided by a PATCH of
+  the difference from what OPA holds, so a pass after another's writes only what changed).
 - A part that is down (API server, OPA) is logged and tried again from a fresh list, after
   `interval` doubled for each failure in a row up to `MAX_BACKOFF`; the reservations already in
   OPA lapse on their own (`expires_at`) if it stays down.

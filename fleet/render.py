@@ -122,6 +122,11 @@ def render_platform(config: FleetConfig) -> dict[str, Any]:
             *(service_account("kube-system", name) for name in KUBE_WORKLOAD_CONTROLLERS),
             "system:kube-controller-manager",
             service_account(config.volcano.namespace, VOLCANO_CONTROLLERS),
+            *(
+                service_account(*ref.split("/", 1))
+                for op in config.enabled_operators()
+                for ref in op.service_accounts
+            ),
         ],
         "admin_groups": list(config.admin_groups),
     }

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from controller import cli as controller_cli
 from controller.health import cli as health_cli
 from fleet import cli as fleet_cli
+from fleetplane import checkpoint_cli
 from images import cli as images_cli
 from localfleet import cli as localfleet_cli
 from observability import cli as observability_cli
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     controller_cli.add_parser(commands)
     images_cli.add_parser(commands)
     health_cli.add_parser(commands)
+    checkpoint_cli.add_parser(commands)
     return parser
 
 

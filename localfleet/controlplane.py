@@ -124,7 +124,11 @@ class LocalCluster:
                     f"--authorization-kubeconfig={self.kubeconfig}",
                     f"--root-ca-file={pki / 'ca.crt'}",
                     f"--service-account-private-key-file={pki / 'sa.key'}",
-                    "--use-service-account-credentials=false",
+                    # Each controller with its own ServiceAccount, as kubeadm, EKS and GKE
+                    # run it: the gate trusts the owner references and template copies of
+                    # those identities (fleet/render.py KUBE_WORKLOAD_CONTROLLERS), not the
+                    # admin certificate.
+                    "--use-service-account-credentials=true",
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={self.ports['controller-manager']}",

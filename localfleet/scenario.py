@@ -7,7 +7,7 @@ After `pulumi up` and the first controller pass, teams submit work (in about two
   moment ago, and a busy notebook; the H100 pool is then full;
 - research: an urgent high-priority evaluation (8 H100) that waits for room;
 - analytics: a notebook left idle (the DCGM exporter stand-in reports 0 % for it), a spot
-  batch Job, and a second batch Job that takes the team over its queue's capability and waits;
+  batch Job written as the team had it (naming no queue: the platform fills in the team's), and a second batch Job that takes the team over its queue's capability and waits;
 - the gate refuses a pod without a workload type and one whose price exceeds the team's budget.
 
 Then two controller passes, as the CronJob would run them: the first warns the idle notebook
@@ -110,20 +110,31 @@ NOTEBOOK_KEY = "analytics/eda-notebook"
 """The notebook the scenario leaves idle: warned by one pass, reclaimed by a later one."""
 
 
-def _template_meta(name: str, namespace: str, workload_type: str) -> dict[str, Any]:
+def _template_meta(
+    name: str, namespace: str, workload_type: str, *, plain: bool = False
+) -> dict[str, Any]:
     """A pod template's metadata, naming the team's queue: Volcano 1.15's PodGroup controller
     rebuilds the PodGroup of a workload of several pods from each pod and sets its queue from
     the pod's annotation only, so without it the second pod's update puts the group back in
-    the `default` queue, outside the team's quota; the gate refuses such a template."""
-    return {
-        "labels": _meta(name, namespace, workload_type)["labels"],
-        "annotations": {QUEUE_ANNOTATION: TEAM_QUEUES[namespace]},
-    }
+    the `default` queue, outside the team's quota. `plain`: the manifest a team already has,
+    naming no queue; the platform fills in the team's at admission (components.queue_defaults)
+    before the gate judges it."""
+    template_meta: dict[str, Any] = {"labels": _meta(name, namespace, workload_type)["labels"]}
+    if not plain:
+        template_meta["annotations"] = {QUEUE_ANNOTATION: TEAM_QUEUES[namespace]}
+    return template_meta
 
 
 def deployment(
-    name: str, namespace: str, workload_type: str, replicas: int, spec: dict[str, Any]
+    name: str,
+    namespace: str,
+    workload_type: str,
+    replicas: int,
+    spec: dict[str, Any],
+    *,
+    plain: bool = False,
 ) -> dict[str, Any]:
+    """A Deployment; `plain`: as the team wrote it, naming no queue (see `_template_meta`)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -131,19 +142,28 @@ def deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": _template_meta(name, namespace, workload_type), "spec": spec},
+            "template": {
+                "metadata": _template_meta(name, namespace, workload_type, plain=plain),
+                "spec": spec,
+            },
         },
     }
 
 
-def batch_job(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+def batch_job(
+    name: str, namespace: str, spec: dict[str, Any], *, plain: bool = False
+) -> dict[str, Any]:
+    """A batch/v1 Job; `plain`: as the team wrote it, naming no queue (see `_template_meta`)."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _meta(name, namespace, "batch"),
         "spec": {
             "backoffLimit": 0,
-            "template": {"metadata": _template_meta(name, namespace, "batch"), "spec": spec},
+            "template": {
+                "metadata": _template_meta(name, namespace, "batch", plain=plain),
+                "spec": spec,
+            },
         },
     }
 
@@ -438,10 +458,12 @@ class Scenario:
                     _pod_spec(1, A100, "fleetplane-notebook", spot=True),
                     NOTEBOOK,
                 ),
+                # as the team wrote it: no queue named, the platform fills in analytics'
                 batch_job(
                     "nightly-etl",
                     "analytics",
                     _pod_spec(8, A100, "fleetplane-batch", spot=True, restart="Never"),
+                    plain=True,
                 ),
             ]
         )

@@ -13,7 +13,8 @@ summary of the fleet.
 1. obtains the pinned tools (`tools.bootstrap`), the Pulumi CLI and Kubernetes provider among
    them, and checks that the Python SDKs in the virtual environment match them;
 2. starts the local control plane with the fake fleet of the stack file (`localfleet.controlplane`,
-   detached), or reuses the running one;
+   detached), or reuses the running one, with Volcano and the workload operators (JobSet,
+   LeaderWorkerSet, KubeRay, Kubeflow Trainer: `localfleet.operators`) as its processes;
 3. runs `pulumi up --yes` on the `local` stack: namespaces, quotas, priority classes, Volcano's
    CRDs and queues, the admission gate (policies, data, serving certificate, webhook) and the
    controller's CronJob (suspended);
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from localfleet.hostcontroller import HostController
+from localfleet.operators import ensure_operators, stop_operators
 from localfleet.pulumidriver import PulumiDriver
 from localfleet.servers import PrometheusServer
 from localfleet.stacklayout import (
@@ -300,6 +302,7 @@ class LocalStack(StackLayout):
         self.check_kubeconfig()
         fresh = self.start_cluster()
         self.start_volcano()
+        ensure_operators(self.cluster, bin_dir=self.bin_dir, log=self.log)
         pulumi.ensure_provider()
         pulumi.ensure_stack()
         args = ["up", "--yes"]
@@ -344,6 +347,7 @@ class LocalStack(StackLayout):
             self.pulumi("destroy", "--yes")
         self.controller.admission_keeper.stop()
         self.services.stop()
+        stop_operators(self.cluster)
         self.volcano.stop()
         self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))

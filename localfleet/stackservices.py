@@ -166,7 +166,24 @@ class StackServices:
             return {}
         if found.returncode != 0:
             raise StackError(f"cannot read ConfigMap {kept}: {found.stderr.strip()}")
-        return controller_data_files(json.loads(found.stdout).get("data") or {})
+        files = controller_data_files(json.loads(found.stdout).get("data") or {})
+        # the fleet-sized documents' parts (fleet/opa_shards.py), ConfigMaps beside it
+        from fleet.opa_shards import shard_files
+
+        listed = self.layout.cluster.kubectl(
+            "get",
+            "configmaps",
+            "-n",
+            namespace,
+            "-l",
+            "app.kubernetes.io/managed-by=fleetplane-controller",
+            "-o",
+            "json",
+        )
+        parts = {
+            i["metadata"]["name"]: i.get("data") or {} for i in json.loads(listed.stdout)["items"]
+        }
+        return {**files, **shard_files(name, parts.get)}
 
     # observability ---------------------------------------------------------------------------
 

@@ -213,6 +213,41 @@ def fleet_dashboard() -> dash.Dashboard:
                 ),
             )
         )
+        .with_row(dash.Row("Driver upgrades and GPU remediation"))
+        .with_panel(
+            _table(
+                "Driver upgrade: nodes by pool and state",
+                "none",
+                Query("sum by (pool, state) (fleetplane_controller_upgrade_states)"),
+                description="The last upgrade pass (`fleetplane controller upgrade status`).",
+            )
+        )
+        .with_panel(
+            _series(
+                "Driver rollouts halted",
+                "none",
+                Query("max by (pool) (fleetplane_controller_upgrade_halted)", "{{pool}}"),
+                description="1 while a pool's rollout is halted by a node that failed.",
+            )
+        )
+        .with_panel(
+            _table(
+                "GPU remediation: nodes by pool and state",
+                "none",
+                Query("sum by (pool, state) (fleetplane_controller_health_states)"),
+                description="The last health pass (`fleetplane controller remediation status`).",
+            )
+        )
+        .with_panel(
+            _stat(
+                "GPU nodes needing replacement",
+                "none",
+                Query(
+                    'sum(fleetplane_controller_health_states{state="needs-replacement"}) '
+                    "or vector(0)"
+                ),
+            )
+        )
     )
 
 

@@ -1,11 +1,12 @@
 """Carry out the admission-data plans: the documents the gate reads and the controller keeps.
 
-Each pass publishes, whole, the workload records (`data.fleetplane.workloads`) and the
-reservations (`data.fleetplane.reservations`) to every OPA replica, binds each newly used
-approval (`PUT data.fleetplane.approvals/<id>/uid`, every replica), and keeps the three in the
-ConfigMap OPA loads at start (controller/act/opa_documents.py). Whole documents, not patches:
-the controller is their only writer (under its Lease), and a whole document also removes the
-entries of workloads gone since the last pass. Bookkeeping like the spend document: logged and
+Each pass brings the workload records (`data.fleetplane.workloads`) and the reservations
+(`data.fleetplane.reservations`) of every OPA replica to what it decided, writing the entries
+that changed (a PATCH of the difference with what the replica holds, which also removes the
+entries of workloads gone since: controller/act/opa_patch.py), binds each newly used approval
+(`PUT data.fleetplane.approvals/<id>/uid`, every replica), and keeps the three for OPA's next
+start: the bindings in the ConfigMap OPA loads, the two fleet-sized documents split over
+ConfigMaps beside it (fleet/opa_shards.py). Bookkeeping like the spend document: logged and
 counted, no Event per write (a binding is logged with the workload it binds to).
 """
 
@@ -15,11 +16,11 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from controller.act.opa_documents import keep, publish, put_everywhere
+from controller.act.opa_documents import keep, keep_sharded, publish, put_everywhere
 from controller.act.runtime import Runtime
 from controller.decide.approvals import Binding, BindingPlan
 from controller.decide.reservations import ReservationPlan
-from fleet.opa import APPROVAL_BINDINGS_FILE_KEY, RESERVATIONS_FILE_KEY, WORKLOADS_FILE_KEY
+from fleet.opa import APPROVAL_BINDINGS_FILE_KEY
 
 CONCERN = "admission"
 WORKLOADS_PATH = "fleetplane/workloads"
@@ -30,14 +31,14 @@ def act_on_records(rt: Runtime, records: dict[str, dict[str, dict[str, Any]]]) -
     count = sum(len(found) for found in records.values())
     summary = f"{count} scalable workloads in {len(records)} namespaces"
     publish(rt, CONCERN, WORKLOADS_PATH, records, summary)
-    keep(rt, CONCERN, WORKLOADS_FILE_KEY, records, summary)
+    keep_sharded(rt, CONCERN, "workloads", records, summary)
 
 
 def act_on_reservations(rt: Runtime, plan: ReservationPlan) -> None:
     document = plan.document()
     teams = ", ".join(
-        f"{team} ${sum(e['usd'] for e in entries.values()):,.2f} ({len(entries)} workloads)"
-        for team, entries in sorted(document.items())
+        f"{team} ${sum(doc['expiring'].values()):,.2f} ({len(doc['workloads'])} workloads)"
+        for team, doc in sorted(document.items())
     )
     summary = teams or "nothing reserved"
     for r in plan.reservations:
@@ -50,8 +51,8 @@ def act_on_reservations(rt: Runtime, plan: ReservationPlan) -> None:
             expires_at=r.expires_at,
             pods=r.pods,
         )
-    publish(rt, CONCERN, RESERVATIONS_PATH, document, summary)
-    keep(rt, CONCERN, RESERVATIONS_FILE_KEY, document, summary)
+    publish(rt, CONCERN, RESERVATIONS_PATH, document, summary, depth=3)
+    keep_sharded(rt, CONCERN, "reservations", document, summary)
 
 
 def act_on_bindings(rt: Runtime, plan: BindingPlan) -> None:

@@ -27,6 +27,7 @@ import orjson
 import requests
 from requests.adapters import HTTPAdapter
 
+from controller.act.opa_patch import document_ops
 from controller.errors import PermanentError, TemporaryError
 from controller.observe.endpoints import Endpoint
 
@@ -179,6 +180,79 @@ class Opa:
                         + _refusal(response.status_code)
                     )
         return failed
+
+    def sync_data(
+        self, path: str, document: Any, depth: int, endpoints: list[Endpoint] | None = None
+    ) -> tuple[list[str], int]:
+        """Bring `data.<path>` of OPA (`endpoints`: of each replica at its pod address, as
+        `put_data_to`) to `document` by writing what differs from what it holds (controller/
+        act/opa_patch.py): a GET, then a PATCH of the changed entries (none when nothing
+        changed), or a PUT of the whole document where it holds none or the PATCH is refused
+        (another writer changed it in between). Returns (what failed, one line per target;
+        the operations written)."""
+        parts = urlsplit(self.url)
+        targets = (
+            [self.url]
+            if endpoints is None
+            else [f"{parts.scheme}://{e.host}:{e.port}" for e in endpoints]
+        )
+        failed: list[str] = []
+        written = 0
+        with requests.Session() as session:
+            if endpoints is not None and parts.scheme == "https" and parts.hostname:
+                session.mount("https://", _NamedHostAdapter(parts.hostname))
+            for base in targets:
+                try:
+                    written += self._sync_one(session, f"{base}/v1/data/{path}", document, depth)
+                except (requests.RequestException, _Refused) as error:
+                    failed.append(f"{base}: {error}")
+        return failed, written
+
+    def _sync_one(self, session: requests.Session, url: str, document: Any, depth: int) -> int:
+        def send(method: str, body: bytes, content_type: str) -> requests.Response:
+            self.requests_made += 1
+            headers = {**self._headers, "Content-Type": content_type}
+            return session.request(
+                method, url, data=body, headers=headers, timeout=self.timeout, verify=self._verify
+            )
+
+        held = send("GET", b"", "application/json")
+        if held.status_code != 200:
+            raise _Refused(held)
+        current = orjson.loads(held.content).get("result")
+        ops = document_ops(current, document, depth)
+        if not ops:
+            return 0
+        if ops[0]["path"] != "":
+            patched = send("PATCH", orjson.dumps(ops), "application/json-patch+json")
+            if patched.status_code == 204:
+                return len(ops)
+        put = send("PUT", orjson.dumps(document), "application/json")
+        if put.status_code != 204:
+            raise _Refused(put)
+        return 1
+
+    def sync_data_here(self, path: str, document: Any, depth: int, *, what: str) -> int:
+        """`sync_data` of the one server at `url`: a failure is a TemporaryError (OPA down, a
+        5xx) or a PermanentError (a refusal), as `put_data`'s. The operations written."""
+        doing = f"publishing {what}"
+        try:
+            with requests.Session() as session:
+                return self._sync_one(session, f"{self.url}/v1/data/{path}", document, depth)
+        except requests.RequestException as error:
+            raise TemporaryError(f"opa {self.url}: {doing}: {error}") from error
+        except _Refused as refused:
+            _raise_unless(refused.response, -1, f"opa {self.url}: {doing}")
+            raise
+
+
+class _Refused(Exception):
+    """OPA refused a read or a write: its answer."""
+
+    def __init__(self, response: requests.Response) -> None:
+        self.response = response
+        status = response.status_code
+        super().__init__(f"HTTP {status}: {response.text[:200]}{_refusal(status)}")
 
 
 def _raise_unless(response: requests.Response, expected: int, where: str) -> None:

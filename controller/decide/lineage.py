@@ -6,6 +6,14 @@ approvals by its own uid and its owners' (policies/fleetplane/admission/accelera
 `object_uids`). So the controller keys what it keeps by the top of a chain of controlling
 owners: a pod's ReplicaSet's Deployment, a pod's Job's CronJob (the CronJob is not listed:
 its uid is in the Job's ownerReference), and lists the objects in between.
+
+An owner reference is followed only when the object observed under its uid is the one it names
+(same kind and name): the API server does not check owner references, and one that names
+another object's uid (written by hand, issue 33's "forge what the controller trusts") would put
+a pod under another workload's reservation and approval. The gate refuses owner references
+from anyone but the platform's controllers (policies/fleetplane/admission/owners.rego); this
+keeps an inconsistent chain from deciding anything for objects admitted before that rule or
+outside the gate's scope: the chain stops at the last object whose owner is consistent.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ def lineage(
 ) -> Lineage:
     """The chain above an object (a pod or a workload object) of `uid`: follow controlling
     owners through the observed objects (by uid); an owner not observed (a CronJob, a
-    Volcano Job, anything else) is the top."""
+    Volcano Job, anything else) is the top; an owner observed under that uid as another
+    object (kind or name) is not followed (the module docstring)."""
     between: list[str] = []
     top = Lineage(uid, kind, name, (), created)
     for _ in range(MAX_DEPTH):
@@ -53,6 +62,8 @@ def lineage(
         known = objects.get(owner.uid)
         if known is None:
             return Lineage(owner.uid, owner.kind, owner.name, tuple(between), top.created)
+        if (known.kind, known.name) != (owner.kind, owner.name):
+            return Lineage(top.top_uid, top.kind, top.name, tuple(between[:-1]), top.created)
         top = Lineage(known.uid, known.kind, known.name, tuple(between), known.created)
         owner = known.owner
     return top

@@ -46,7 +46,7 @@ are evicted at once (their PodDisruptionBudget decides how fast) instead of wait
 
 
 class LabelSelector(Protocol):
-    """What recognising the driver pods needs of a selector (`controller.upgrade.selectors`)."""
+    """What recognising the driver pods needs of a selector (`controller.nodeflow.selectors`)."""
 
     def matches(self, labels: dict[str, str]) -> bool: ...
 

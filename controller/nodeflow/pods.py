@@ -1,6 +1,16 @@
 """The one pod view of the node workflows: what draining, restarting and validating need of a
 pod (its role and why it uses the GPU, its checkpoint, its gang, its validator attempt and
-verdict), slimmed from the API's JSON; and the checks on it that every workflow shares."""
+verdict), slimmed from the API's JSON; and the checks on it that every workflow shares.
+
+Why this is not `controller.observe.model.Pod`: that is the pass's decoder of a pod's demand
+(the catalog's resource names, priority, placement, lifetime), strict on types, and the one
+source of what a pod holds; this view adds what only a node workflow can say of a pod, relative
+to its settings (driver pods recognised by `driver_namespace` and `driver_selector`, the
+validator's attempt and verdict, the GPU use of a pod without a request). Where a workflow needs
+what a pod holds (remediation's cost of an eviction), it decodes the pod with observe's decoder
+and carries `devices` and `started` from there (`remediation.observe.work_pod`); nothing of a
+pod is decoded twice in two ways.
+"""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ does not bring a driver, so the node fails at once rather than at the validation
 
 
 class ValidatorSettings(Protocol):
-    """What the validator pod is made of (`controller.upgrade.settings.UpgradeSettings`)."""
+    """What the validator pod is made of (`controller.nodeflow.settings.WorkflowSettings`)."""
 
     @property
     def validation_timeout_seconds(self) -> int: ...

@@ -73,11 +73,10 @@ def health_node(raw: dict[str, Any]) -> HealthNode:
 def work_pod(raw: dict[str, Any], settings: HealthSettings) -> PodView:
     """The pod view with what an eviction costs (GPUs held, start), read by the shared decoder
     of `controller.observe.model` (a malformed pod is an error, as for every other pass)."""
-    upgrade = settings.upgrade
-    assert upgrade is not None
+    shared = settings.workflow
     slim = pod_from_api(raw)
     view = pod_view(
-        raw, driver_namespace=upgrade.driver_namespace, driver_selector=upgrade.driver_selector
+        raw, driver_namespace=shared.driver_namespace, driver_selector=shared.driver_selector
     )
     return replace(view, devices=slim.devices, started=slim.started)
 

@@ -106,8 +106,6 @@ def on_validating(node: HealthNode, verdict: NodeVerdict | None, ctx: Context) -
     current = [p for p in validators if p.labels.get(states.ATTEMPT_LABEL) == str(attempt)]
     since = node.since if node.since is not None else ctx.now
     timed_out = ctx.now >= since + ctx.settings.validation_timeout_seconds
-    upgrade = ctx.settings.upgrade
-    assert upgrade is not None
     driver = node.view.driver
     if driver is None or node.view.gpu_capacity <= 0:
         if timed_out:
@@ -119,7 +117,9 @@ def on_validating(node: HealthNode, verdict: NodeVerdict | None, ctx: Context) -
             reason="waiting for the node to report its driver and GPUs",
         )
     if not current:
-        manifest = validator_pod(node.view, attempt=attempt, target=driver, settings=upgrade)
+        manifest = validator_pod(
+            node.view, attempt=attempt, target=driver, settings=ctx.settings.workflow
+        )
         manifest["metadata"]["name"] = f"{states.VALIDATOR_PREFIX}-{node.name}-{attempt}"[:253]
         manifest["metadata"]["labels"][states.ATTEMPT_LABEL] = str(attempt)
         manifest["metadata"]["labels"].pop(VALIDATOR_ATTEMPT_LABEL, None)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config import ConfigProblems, FleetView, owned_by_health
+from controller.nodeflow.settings import WorkflowSettings, owned_by_workflows, workflow_values
 from controller.nodeflow.slots import resolve_max_unavailable
-from controller.upgrade.settings import UpgradeSettings, upgrade_settings
 
 GANG_ANNOTATION = "scheduling.k8s.io/group-name"
 """Volcano's annotation naming a pod's PodGroup: the pods of one gang leave together."""
@@ -27,7 +27,8 @@ class HealthSettings:
     thermal: model label value -> (hot_c, cool_c).
     pool_models: pool -> the node label and value of its model (for the thermal lines).
     scrape_interval_seconds: DCGM's scrape interval (expected samples, subquery step).
-    upgrade: the upgrade's settings, for the validator pod (namespace, image, runtime class).
+    workflow: the validator pod and the driver pods, as the node workflows' base reads them
+        (the `upgrade` section's keys, shared with the driver upgrade).
     """
 
     max_unavailable: int | str = "10%"
@@ -40,7 +41,7 @@ class HealthSettings:
     validation_timeout_seconds: int = 1800
     scrape_interval_seconds: int = 15
     thermal: dict[str, tuple[float, float]] = field(default_factory=dict)
-    upgrade: UpgradeSettings | None = None
+    workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
 
     def limit(self, pool_nodes: int) -> int:
         resolved = resolve_max_unavailable(self.max_unavailable, pool_nodes)
@@ -57,8 +58,8 @@ class HealthSettings:
 def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
     """`HealthSettings` from the decoded document; `overrides` (keyword = field name) win.
     Raises `ConfigProblems` listing every problem: the decoder's in `health` and the models'
-    `thermal` lines, and the upgrade's (for the validator pod)."""
-    problems = fleet.problems_of(owned_by_health)
+    `thermal` lines, and those of the validator pod's and driver pods' keys."""
+    problems = fleet.problems_of(owned_by_health) + fleet.problems_of(owned_by_workflows)
     section = fleet.document.health
     values: dict[str, Any] = {
         "max_unavailable": section.max_unavailable,
@@ -78,11 +79,9 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         for name, model in fleet.document.models.items()
         if model.thermal is not None
     }
-    try:
-        values["upgrade"] = upgrade_settings(fleet)
-    except ConfigProblems as error:
-        problems += error.problems
+    shared = workflow_values(fleet, problems)
     if problems:
         raise ConfigProblems(problems)
+    values["workflow"] = WorkflowSettings(**shared)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return HealthSettings(**values)

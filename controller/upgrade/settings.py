@@ -14,15 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.config import ConfigProblems, FleetView, owned_by_upgrade
+from controller.nodeflow.settings import WorkflowSettings, workflow_values
 from controller.upgrade.limits import Window, parse_window, resolve_max_unavailable
-from controller.upgrade.selectors import Selector, parse_selector
 from fleet.contract.codec import encode
-
-_DEFAULT_SELECTOR = parse_selector("app=nvidia-driver-daemonset")
-
-DEFAULT_DRIVER_NAMESPACE = "gpu-operator"
-DEFAULT_DRIVER_SELECTOR = _DEFAULT_SELECTOR.text
-DEFAULT_VALIDATOR_IMAGE = "registry.fleetplane.internal/fleetplane/controller:0.1.0"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +35,7 @@ class PoolTarget:
 
 
 @dataclass(frozen=True, kw_only=True)
-class UpgradeSettings:
+class UpgradeSettings(WorkflowSettings):
     """How driver upgrades are rolled.
 
     pools: the pools with a target driver (required; from `pools`).
@@ -54,23 +48,10 @@ class UpgradeSettings:
         Default 1800.
     checkpoint_max_age_seconds: a pod whose `fleetplane.dev/last-checkpoint` is at most this old
         is evicted without waiting for the timeout. Default 900.
-    validation_timeout_seconds: from the driver restart, how long the new driver pod, the driver
-        labels, the validator and the node's allocatable GPUs may take before the node is marked
-        failed. Default 1800.
-    driver_namespace, driver_selector: where the GPU Operator's driver DaemonSet pods are, and
-        their label selector (`k=v`, `k!=v`, `k`, `!k`, comma-separated). Default `gpu-operator`
-        (or `gpu_operator.namespace` when the document has it) and `app=nvidia-driver-daemonset`.
-        DaemonSet pods in `driver_namespace` are the operator's operands (device plugin, GFD,
-        DCGM, dcgm-exporter, MIG manager, toolkit, validator): they restart with the driver and
-        never block it.
-    validator_namespace: where validator pods run. Default the controller's namespace
-        (`controller.namespace`, else fleetplane-system).
-    validator_image: image with Python, this package and nvidia-ml-py. Default
-        `controller.image`, else registry.fleetplane.internal/fleetplane/controller:0.1.0.
-    validator_runtime_class: RuntimeClass of the validator pod (e.g. `nvidia`); None leaves the
-        node's default runtime. Default None.
-    max_temperature_c, xid_wait_seconds: passed to the health check when set; None keeps the
-        check's own defaults (85 C, 2 s). Default None.
+    The validator pod's and the driver pods' settings are the node workflows' own
+    (`controller.nodeflow.settings.WorkflowSettings`); for the upgrade, validation_timeout_seconds
+    also bounds, from the driver restart, the new driver pod, the driver labels and the node's
+    allocatable GPUs before the node is marked failed.
     """
 
     pools: dict[str, PoolTarget]
@@ -78,14 +59,6 @@ class UpgradeSettings:
     max_parallel: int = 1
     wait_for_jobs_timeout_seconds: int = 1800
     checkpoint_max_age_seconds: int = 900
-    validation_timeout_seconds: int = 1800
-    driver_namespace: str = DEFAULT_DRIVER_NAMESPACE
-    driver_selector: Selector = _DEFAULT_SELECTOR
-    validator_namespace: str = "fleetplane-system"
-    validator_image: str = DEFAULT_VALIDATOR_IMAGE
-    validator_runtime_class: str | None = None
-    max_temperature_c: int | None = None
-    xid_wait_seconds: float | None = None
 
 
 def upgrade_settings(fleet: FleetView, **overrides: Any) -> UpgradeSettings:
@@ -121,28 +94,8 @@ def upgrade_settings(fleet: FleetView, **overrides: Any) -> UpgradeSettings:
         if section.wait_for_jobs_timeout_seconds is None
         else section.wait_for_jobs_timeout_seconds,
         "checkpoint_max_age_seconds": section.checkpoint_max_age_seconds,
-        "validation_timeout_seconds": section.validation_timeout_seconds,
-        "driver_namespace": section.driver_namespace
-        or document.gpu_operator.namespace
-        or DEFAULT_DRIVER_NAMESPACE,
-        "validator_namespace": section.validator_namespace
-        or fleet.controller.namespace
-        or "fleetplane-system",
-        "validator_image": section.validator_image
-        or fleet.controller.image
-        or DEFAULT_VALIDATOR_IMAGE,
+        **workflow_values(fleet, problems),
     }
-    if section.max_temperature_c is not None:
-        values["max_temperature_c"] = section.max_temperature_c
-    if section.xid_wait_seconds is not None:
-        values["xid_wait_seconds"] = float(section.xid_wait_seconds)
-    if section.validator_runtime_class:
-        values["validator_runtime_class"] = section.validator_runtime_class
-    try:
-        values["driver_selector"] = parse_selector(section.driver_selector)
-    except ValueError as error:
-        problems.append(f"upgrade.driver_selector: {error}")
-
     if problems:
         raise ConfigProblems(problems)
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -14,7 +14,7 @@ raises one `ConfigError` listing `path: reason` lines.
 
 The package, one concern a module: `base` (the strict base model and the shared field types),
 the schema's sections (`workload_types`, `clusters`, `teams`, `admission`, `workflows`,
-`platform`) under its root `schema.FleetConfig`, `errors`, the semantic pass `checks`, and
+`platform`, `operators`) under its root `schema.FleetConfig`, `errors`, the semantic pass `checks`, and
 `load` (stack files and `parse_fleet`). Import from `fleet.config`, which names them all.
 """
 
@@ -42,6 +42,7 @@ from fleet.config.load import (
     parse_fleet,
     read_stack_file,
 )
+from fleet.config.operators import BUILTIN_OPERATORS, OperatorConfig, OperatorKind
 from fleet.config.platform import (
     ControllerConfig,
     GpuOperatorConfig,
@@ -61,6 +62,7 @@ from fleet.config.workload_types import (
 )
 
 __all__ = [
+    "BUILTIN_OPERATORS",
     "BUILTIN_WORKLOAD_TYPES",
     "DNS_LABEL",
     "EVICTING_VOLCANO_ACTIONS",
@@ -93,6 +95,8 @@ __all__ = [
     "NamespaceName",
     "ObservabilityConfig",
     "OpaConfig",
+    "OperatorConfig",
+    "OperatorKind",
     "PoolConfig",
     "Prices",
     "PriorityClassConfig",

@@ -11,8 +11,9 @@ from pydantic import Field, model_validator
 
 from fleet import catalog, labels
 from fleet.config.admission import ApprovalConfig, ApprovalGrant, BudgetConfig
-from fleet.config.base import ConfigModel, Name, NamespaceName
+from fleet.config.base import Name, NamespaceName
 from fleet.config.clusters import ClusterConfig, ModelConfig, PoolConfig
+from fleet.config.operators import OperatorsMixin
 from fleet.config.platform import (
     ControllerConfig,
     GpuOperatorConfig,
@@ -29,7 +30,7 @@ from fleet.config.workload_types import (
 )
 
 
-class FleetConfig(ConfigModel):
+class FleetConfig(OperatorsMixin):
     """The whole fleet: the single source of truth of a stack."""
 
     clusters: list[ClusterConfig] = Field(min_length=1)
@@ -145,6 +146,7 @@ class FleetConfig(ConfigModel):
             self.gpu_operator.namespace,
             self.volcano.namespace,
             self.observability.namespace,
+            *(ns for op in self.enabled_operators() for ns in op.namespaces),
         ]
         return list(dict.fromkeys(names))
 

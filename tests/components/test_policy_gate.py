@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components.policy_gate import PolicyGate, PolicyGateArgs
 from fleet.config import FleetConfig
+from fleet.opa_shards import SHARDS
 from fleet.render import render_approvals, render_opa_data
 from tests.components.component_testkit import FAKE_TLS, FAKE_TOKEN, Declare
 
@@ -77,6 +78,17 @@ def test_policy_gate(
         ("autoscaling", "horizontalpodautoscalers"),
         ("batch.volcano.sh", "jobs"),
         ("scheduling.volcano.sh", "podgroups"),
+        # What trusted controllers copy from (issue 33): Volcano's and the built-in operators'.
+        ("batch.volcano.sh", "cronjobs"),
+        ("flow.volcano.sh", "jobtemplates"),
+        ("flow.volcano.sh", "jobflows"),
+        ("trainer.kubeflow.org", "trainjobs"),
+        ("trainer.kubeflow.org", "trainingruntimes"),
+        ("ray.io", "rayclusters"),
+        ("ray.io", "rayjobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets/scale"),
     }
 
     configmaps = {c["metadata"]["name"]: c["data"] for c in declared.kind("ConfigMap")}
@@ -87,6 +99,7 @@ def test_policy_gate(
     data = json.loads(configmaps["fleetplane-opa-data"]["config.json"])
     assert data == {
         "fleetplane": {
+            "lib": {},  # the anchor of the policies' package (fleet/opa_anchors.py)
             "config": json.loads(json.dumps(render_opa_data(fleet))),
             "approvals": render_approvals(fleet),
         }
@@ -133,17 +146,30 @@ def test_policy_gate(
     # the spend the controller keeps for a restarted replica: its ConfigMap, not declared
     # here (pulumi up would revert it), so optional until the controller's first pass
     kept_volume = next(v for v in pod["volumes"] if v["name"] == "controller-data")
-    assert kept_volume["configMap"] == {
+    sources = kept_volume["projected"]["sources"]
+    assert sources[0]["configMap"] == {
         "name": "fleetplane-opa-controller-data",
         "optional": True,
         "items": [
             {"key": "spend.json", "path": "fleetplane/spend/data.json"},
-            {"key": "workloads.json", "path": "fleetplane/workloads/data.json"},
-            {"key": "reservations.json", "path": "fleetplane/reservations/data.json"},
             # merged into the rendered approvals, which carry no uid to conflict with
             {"key": "approval-bindings.json", "path": "fleetplane/approvals/data.json"},
         ],
     }
+    # the fleet-sized documents in parts, each its own optional ConfigMap (fleet/opa_shards.py)
+    parts = [s["configMap"] for s in sources[1:]]
+    assert len(parts) == 2 * SHARDS and all(p["optional"] for p in parts)
+    assert parts[0] == {
+        "name": "fleetplane-opa-controller-data-reservations-0",
+        "optional": True,
+        "items": [{"key": "reservations-0.json", "path": "fleetplane/reservations/shard-0.json"}],
+    }
+    assert parts[-1]["items"] == [
+        {
+            "key": f"workloads-{SHARDS - 1}.json",
+            "path": f"fleetplane/workloads/shard-{SHARDS - 1}.json",
+        }
+    ]
     assert "fleetplane-opa-controller-data" not in configmaps
     assert render_opa_data(fleet)["controller"]["opa_data_configmap"] == (
         "fleetplane-system/fleetplane-opa-controller-data"

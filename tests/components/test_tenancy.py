@@ -36,7 +36,7 @@ def test_team_namespace_is_labelled_annotated_and_bound(
     for meta in namespaces.values():
         assert meta["labels"]["fleetplane.dev/team"] == "serving"
         assert meta["annotations"] == {"scheduling.volcano.sh/queue-name": "serving"}
-    bindings = declared.kind("RoleBinding")
+    bindings = [b for b in declared.kind("RoleBinding") if b["metadata"]["name"] == "team-members"]
     assert {b["metadata"]["namespace"] for b in bindings} == {"serving", "serving-canary"}
     for binding in bindings:
         assert binding["roleRef"] == {
@@ -86,3 +86,33 @@ def test_priority_classes_are_declared_once_per_cluster(
         )
     )
     assert not tenancy.kind("PriorityClass")
+
+
+def test_a_teams_service_accounts_may_patch_pods_in_their_namespace_only(
+    declare: Declare, stack_fleets: dict[str, FleetConfig]
+) -> None:
+    """What `fleetplane checkpoint` needs and no more: `patch` on pods, in each of the team's
+    namespaces, bound to that namespace's ServiceAccounts (not another's, not the team's
+    people, who have `edit`)."""
+    fleet = stack_fleets["dev"]
+    team = fleet.team("serving")
+    declared = declare(lambda: TeamTenancy("dev-serving", TeamTenancyArgs(fleet=fleet, team=team)))
+    roles = declared.kind("Role")
+    assert {r["metadata"]["namespace"] for r in roles} == {"serving", "serving-canary"}
+    for role in roles:
+        assert role["metadata"]["name"] == "fleetplane-checkpoint"
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    bindings = [
+        b for b in declared.kind("RoleBinding") if b["metadata"]["name"] == "fleetplane-checkpoint"
+    ]
+    assert len(bindings) == 2
+    for binding in bindings:
+        ns = binding["metadata"]["namespace"]
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["subjects"] == [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": f"system:serviceaccounts:{ns}",
+            }
+        ]

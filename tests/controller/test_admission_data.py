@@ -21,6 +21,7 @@ from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient, object_path
 from controller.reconcile import run_pass
 from fleet.opa import controller_data_files
+from fleet.opa_shards import shard_files
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
 from tests.controller.conftest import (
@@ -128,7 +129,7 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
         # a dry run says what it would publish and keep, and writes neither
         printed = run(("admission",), dry_run=True)
         assert "would publish data.fleetplane.workloads" in printed
-        assert f"would keep ConfigMap/{namespace}/{KEPT}: workloads.json" in printed
+        assert f"would keep ConfigMap/{namespace}/{KEPT}-workloads-*: workloads" in printed
         assert read(opa, f"fleetplane/workloads/{namespace}") is None
         with pytest.raises(NotFoundError):
             client.get(object_path("v1", "configmaps", namespace, KEPT))
@@ -158,7 +159,7 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
         assert not beyond.allowed
         assert beyond.says(f"{key} at 4 replicas would hold 32 accelerators")
 
-        reservations = read(opa, "fleetplane/reservations")["research"]
+        reservations = read(opa, "fleetplane/reservations")["research"]["workloads"]
         assert len(reservations) >= 1 and all(
             e["expires_at"] > time.time() + 23 * 3600 for e in reservations.values()
         )
@@ -167,10 +168,20 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
 
         # both survive a restart of OPA: the ConfigMap's files, as the Deployment mounts them
         configmap = client.get(object_path("v1", "configmaps", namespace, KEPT))
-        assert {"workloads.json", "reservations.json", "approval-bindings.json"} <= set(
-            configmap["data"]
-        )
-        for path, text in controller_data_files(configmap["data"]).items():
+        assert "approval-bindings.json" in configmap["data"]
+
+        def part(name: str) -> dict[str, str] | None:
+            try:
+                return client.get(object_path("v1", "configmaps", namespace, name))["data"]
+            except NotFoundError:
+                return None
+
+        # the fleet-sized documents in parts beside it (fleet/opa_shards.py)
+        parts = shard_files(KEPT, part)
+        assert any(p.startswith("fleetplane/reservations/") for p in parts)
+        assert any(p.startswith("fleetplane/workloads/") for p in parts)
+        files = {**controller_data_files(configmap["data"]), **parts}
+        for path, text in files.items():
             target = kept / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)

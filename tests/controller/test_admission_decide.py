@@ -10,7 +10,7 @@ from controller.config import FleetView, parse_config
 from controller.decide.approvals import approval_users, plan_bindings
 from controller.decide.lineage import by_uid
 from controller.decide.records import workload_records
-from controller.decide.reservations import plan_reservations
+from controller.decide.reservations import plan_reservations, step_up
 from controller.observe.model import Pod, pod_from_api
 from controller.observe.workload_objects import WorkloadObject, workload_object_from_api
 from policyreview.diff import CORPUS_DIR
@@ -159,12 +159,22 @@ def test_a_reservation_is_what_the_live_pods_will_still_cost_keyed_by_the_top_ow
     )
     (only,) = plan.reservations
     assert (only.team, only.key, only.uids, only.pods) == ("research", "u-dep", ("u-rs",), 2)
-    assert abs(only.usd - 8 * dearest * (23 + 24)) < 1e-6
-    # expires when the last pod's bound ends: the gate counts it while now < expires_at
-    assert only.expires_at == int(NOW + 24 * HOUR)
+    # counted by the hour (STEP_SECONDS): from this hour's start to the end of the hour each
+    # bound ends in (23 and 24 hours from now), so the document changes by the hour, not by
+    # the pass
+    as_of = NOW - NOW % HOUR
+    left = [step_up(NOW + 23 * HOUR) - as_of, step_up(NOW + 24 * HOUR) - as_of]
+    assert abs(only.usd - 8 * dearest * sum(left) / HOUR) < 1e-6
+    assert 8 * dearest * (23 + 24) < only.usd <= 8 * dearest * (23 + 24 + 4)
+    # expires when the last pod's bound ends (its hour): the gate counts it while now < it
+    assert only.expires_at == int(step_up(NOW + 24 * HOUR)) >= NOW + 24 * HOUR
+    entry = {"usd": round(only.usd, 2), "expires_at": only.expires_at, "uids": ["u-rs"]}
     assert plan.document() == {
         "research": {
-            "u-dep": {"usd": round(only.usd, 2), "expires_at": only.expires_at, "uids": ["u-rs"]}
+            # by expiry for the gate, the entries for the object's own, and who owns u-rs
+            "expiring": {str(only.expires_at): round(only.usd, 2)},
+            "workloads": {"u-dep": entry},
+            "owners": {"u-rs": "u-dep"},
         }
     }
 
@@ -179,7 +189,7 @@ def test_a_workload_without_a_runtime_bound_is_reserved_until_the_horizon() -> N
     plan = plan_reservations([pod("a", "p-a", None)], {}, {}, view, NOW, horizon_seconds=600)
     (only,) = plan.reservations
     assert only.key == "p-a" and only.uids == ()
-    assert only.expires_at == int(NOW + 600)
+    assert only.expires_at == int(step_up(NOW + 600)) >= NOW + 600  # the horizon's hour
 
 
 def test_pods_of_no_team_reserve_nothing() -> None:

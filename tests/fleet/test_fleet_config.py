@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from components.policy_gate import webhook_rules
 from fleet.config import (
+    BUILTIN_OPERATORS,
     BUILTIN_WORKLOAD_TYPES,
     ConfigError,
     FleetConfig,
@@ -77,6 +79,11 @@ def test_platform_and_system_namespaces_follow_the_configuration() -> None:
         "gpu-operator",
         "volcano",
         "monitoring",
+        # the built-in operators' (fleet/config/operators.py)
+        "kubeflow-system",
+        "ray-system",
+        "jobset-system",
+        "lws-system",
     ]
     platform = data["platform"]
     assert platform["controller_service_account"] == (
@@ -85,6 +92,54 @@ def test_platform_and_system_namespaces_follow_the_configuration() -> None:
     assert "system:serviceaccount:volcano:volcano-controllers" in platform["workload_controllers"]
     assert platform["admin_groups"] == ["ops@acme.example"]
     assert {wt["pod_security"] for wt in data["workload_types"].values()} == {"baseline"}
+
+
+def test_operators_are_configured_without_code() -> None:
+    """A platform team adds its own operator, moves a built-in one and turns one off: the gate
+    is sent the new kinds, trusts the new identities, and judges nothing in their namespaces."""
+    raw = copy.deepcopy(minimal_raw_fleet())
+    raw["operators"] = {
+        "argo": {
+            "service_accounts": ["argo/argo-workflow-controller"],
+            "kinds": [
+                {"group": "argoproj.io", "versions": ["v1alpha1"], "resources": ["workflows"]}
+            ],
+        },
+        "kuberay": {
+            "service_accounts": ["kuberay/kuberay-operator"],
+            "kinds": [{"group": "ray.io", "versions": ["v1"], "resources": ["rayclusters"]}],
+        },
+        "leaderworkerset": {**BUILTIN_OPERATORS["leaderworkerset"], "enabled": False},
+    }
+    fleet = parse_fleet(raw)
+    data = render_opa_data(fleet)
+    trusted = data["platform"]["workload_controllers"]
+    assert "system:serviceaccount:argo:argo-workflow-controller" in trusted
+    assert "system:serviceaccount:kuberay:kuberay-operator" in trusted
+    assert "system:serviceaccount:ray-system:kuberay-operator" not in trusted
+    assert "system:serviceaccount:lws-system:lws-controller-manager" not in trusted
+    assert "system:serviceaccount:jobset-system:jobset-controller-manager" in trusted
+    assert {"argo", "kuberay"} <= set(data["system_namespaces"])
+    assert "lws-system" not in data["system_namespaces"]
+    rules = {
+        (g, r)
+        for rule in webhook_rules(fleet)
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert ("argoproj.io", "workflows") in rules
+    assert ("ray.io", "rayclusters") in rules and ("ray.io", "rayjobs") not in rules
+    assert not any(g == "leaderworkerset.x-k8s.io" for g, _ in rules)
+    assert ("jobset.x-k8s.io", "jobsets") in rules
+
+
+def test_an_operator_names_its_service_accounts_and_kinds() -> None:
+    raw = copy.deepcopy(minimal_raw_fleet())
+    raw["operators"] = {"mine": {"service_accounts": ["no-namespace"], "kinds": []}}
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(raw)
+    assert "operators.mine.service_accounts" in str(caught.value)
+    assert "operators.mine.kinds" in str(caught.value)
 
 
 # (id, edit, expected "path: reason" fragment)

@@ -235,6 +235,16 @@ def generate(now: float | None = None) -> FleetData:
             model="a100-40gb",
             capacity_type="spot",
         )
+        # the upgrade and health passes (their own Pushgateway jobs in a cluster): a rollout
+        # of the spot pool, halted for a while by a failed node, and one node out for repair
+        summary.set("upgrade_states", 6, pool="a100-spot", state="upgrade-done")
+        summary.set("upgrade_states", 1, pool="a100-spot", state="upgrade-failed")
+        summary.set("upgrade_states", 1, pool="a100-spot", state="upgrade-required")
+        summary.set("upgrade_halted", 1 if index % 24 < 12 else 0, pool="a100-spot")
+        summary.set("health_states", 1, pool="a100-spot", state="quarantined")
+        summary.set(
+            "health_states", 1 if index % 48 < 6 else 0, pool="a100-spot", state="needs-replacement"
+        )
         for team in BUDGETS:
             summary.set("team_spend_usd", round(spend[team], 2), team=team)
             summary.set("team_budget_ratio", spend[team] / BUDGETS[team], team=team)

@@ -149,6 +149,15 @@ class Workload:
 
         return self._edit(drop)
 
+    def tolerate(self, **toleration: Any) -> Workload:
+        """Add a toleration to the pod template."""
+        return self._edit(lambda t: t["spec"].setdefault("tolerations", []).append(toleration))
+
+    def probe_grace(self, probe: str, seconds: Any) -> Workload:
+        """A probe of the main container with its own terminationGracePeriodSeconds."""
+        value = {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": seconds}
+        return self._main(lambda c: c.update({probe: value}))
+
     def tolerate_spot(self) -> Workload:
         return self._edit(lambda t: t["spec"].setdefault("tolerations", []).append(SPOT_TOLERATION))
 
@@ -268,6 +277,10 @@ class Workload:
         """The Kubernetes object under review."""
         meta = {"name": self.name, "namespace": self.namespace}
         template = self._queued(copy.deepcopy(self.template))
+        if self.kind in OPERATOR_GVK:
+            from tests.policies.operator_kinds import operator_object
+
+            return operator_object(self, template, meta)
         if self.kind == "Pod":
             metadata = {**template.get("metadata", {}), **meta}
             return {
@@ -336,7 +349,7 @@ class Workload:
 
     def review(self, uid: str | None = None) -> Json:
         """The AdmissionReview (admission.k8s.io/v1) the API server would send."""
-        group, version, kind, resource = GVK[self.kind]
+        group, version, kind, resource = {**GVK, **OPERATOR_GVK}[self.kind]
         request: Json = {
             "uid": uid or str(uuid.uuid4()),
             "kind": {"group": group, "version": version, "kind": kind},
@@ -363,6 +376,17 @@ GVK = {
     "Job": ("batch", "v1", "Job", "jobs"),
     "CronJob": ("batch", "v1", "CronJob", "cronjobs"),
     "VolcanoJob": ("batch.volcano.sh", "v1alpha1", "Job", "jobs"),
+}
+# The operators' kinds and issue 33's objects (tests/policies/operator_kinds.py).
+OPERATOR_GVK = {
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets"),
+    "RayCluster": ("ray.io", "v1", "RayCluster", "rayclusters"),
+    "RayJob": ("ray.io", "v1", "RayJob", "rayjobs"),
+    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
+    "TrainingRuntime": ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes"),
+    "VolcanoCronJob": ("batch.volcano.sh", "v1alpha1", "CronJob", "cronjobs"),
+    "OwnedPod": ("", "v1", "Pod", "pods"),
 }
 
 

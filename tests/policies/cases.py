@@ -8,6 +8,7 @@ policyreview/corpus/reviews/ (tests/policies/corpus.py), the corpus that
 from __future__ import annotations
 
 from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
+from tests.policies.operator_cases import OPERATOR_CASES
 
 # (case, workload, rules it violates); an empty set means allowed.
 CASES: list[tuple[str, Workload, set[str]]] = [
@@ -204,6 +205,38 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         {"termination-grace"},
     ),
     ("cpu pod with a long grace", cpu().grace(3600), set()),
+    # issue 33: a probe's own grace replaces the pod's when its container is killed
+    (
+        "training pod with a short liveness grace",
+        training().probe_grace("livenessProbe", 60),
+        set(),
+    ),
+    (
+        "training pod with a long liveness grace",
+        training().probe_grace("livenessProbe", 3600),
+        {"termination-grace"},
+    ),
+    # issue 33: the platform's maintenance taints keep pods off nodes it drains or repairs
+    (
+        "training pod tolerating node outages",
+        training().tolerate(
+            key="node.kubernetes.io/unreachable",
+            operator="Exists",
+            effect="NoExecute",
+            tolerationSeconds=300,
+        ),
+        set(),
+    ),
+    (
+        "training pod tolerating the cordon",
+        training().tolerate(key="node.kubernetes.io/unschedulable", operator="Exists"),
+        {"maintenance-toleration"},
+    ),
+    (
+        "training pod tolerating the gpu quarantine",
+        training().tolerate(key="fleetplane.dev/gpu-unhealthy", operator="Exists"),
+        {"maintenance-toleration"},
+    ),
     # everything at once: one message per violated rule
     (
         "many violations",
@@ -211,3 +244,6 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         {"max-accelerators", "priority-class", "image-registry", "host-namespaces"},
     ),
 ]
+
+# The operators' kinds and issue 33's classes 3 and 5 (tests/policies/operator_cases.py).
+CASES += OPERATOR_CASES

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import http.client
 import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,16 @@ def _reviews(config: Json, trace: Path) -> list[Json]:
     base = [json.loads(p.read_text()) for p in sorted((FIXTURES / "reviews").glob("*.json"))]
     base += [r.review for r in generate_from_trace(trace, config, seed=7)]
     reviews = list(base)
-    for i, review in enumerate(base[::8]):
+    # One review in eight is mutated, chosen by its uid, so adding a case to the corpus does
+    # not change which others are; mutations of a review in a platform namespace test nothing
+    # (nothing is judged there), so the sample leaves them out.
+    sample = [
+        r
+        for r in base
+        if zlib.crc32(r["request"]["uid"].encode()) % 8 == 0
+        and r["request"]["namespace"] not in config["system_namespaces"]
+    ]
+    for i, review in enumerate(sample):
         for name, change in MUTATIONS.items():
             mutated = copy.deepcopy(review)
             template = _template(mutated)

@@ -20,6 +20,10 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "pulumi",
         "pulumi-resource-kubernetes",
         "volcano",
+        "jobset",
+        "lws",
+        "kuberay",
+        "trainer",
         "prometheus",
         "pushgateway",
         "alertmanager",
@@ -35,6 +39,14 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
     assert tools["kube"].version.startswith("v1.")
     assert {"kube-apiserver", "kubelet", "kube-proxy", "kubectl"} <= set(tools["kube"].binaries)
     assert tools["volcano"].version == "v1.15.1"
+    # the operators' releases, from one wrapper module (Trainer v2.1.0 requires JobSet v0.10.1)
+    assert {name: tools[name].version for name in ("jobset", "lws", "kuberay", "trainer")} == {
+        "jobset": "v0.10.1",
+        "lws": "v0.7.0",
+        "kuberay": "v1.5.0",
+        "trainer": "v2.1.0",
+    }
+    assert {"trainer-crds.yaml", "trainer-torch-runtime.yaml"} <= set(tools["trainer"].binaries)
     assert {"vc-scheduler", "vc-controller-manager", "vc-webhook-manager", "volcano-crds.yaml"} <= (
         set(tools["volcano"].binaries)
     )

@@ -13,8 +13,8 @@ machine reuses them in seconds; tools/bin (git-ignored) only holds symlinks into
 
 The package, one concern a module: `tool` (a tool, its cache folder keyed by its recipe, running
 a recipe's step), `go` (the Go toolchain, OPA, etcd, KWOK, Kubernetes), `pulumi`, `volcano`,
-`debian` (tools unpacked from Debian's archive), `pins` (every pinned tool) and `cli` (the
-command line, run by `__main__`).
+`operators` (JobSet, LeaderWorkerSet, KubeRay, Kubeflow Trainer), `debian` (tools unpacked from
+Debian's archive), `pins` (every pinned tool) and `cli` (the command line, run by `__main__`).
 """
 
 from tools.bootstrap.cli import main, obtain

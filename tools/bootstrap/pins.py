@@ -11,6 +11,7 @@ from tools.bootstrap.go import (
     go_version,
     required_version,
 )
+from tools.bootstrap.operators import operator_tools
 from tools.bootstrap.pulumi import (
     PULUMI_DIR,
     PULUMI_KUBERNETES_DIR,
@@ -110,6 +111,8 @@ def pinned_tools() -> list[Tool]:
             recipe=go_recipe(VOLCANO_DIR) + volcano_overlay(),
             extra_key=go_key + repr(VOLCANO_APIS),
         ),
+        # JobSet, LeaderWorkerSet, KubeRay and Kubeflow Trainer (tools/bootstrap/operators.py)
+        *operator_tools(),
         # Debian bookworm's versions as `apt-cache policy` offered them when pinned.
         debian_tool(
             name="prometheus",

@@ -232,7 +232,7 @@ spot_affinity(key, values) := affinity([{"matchExpressions": [{"key": key, "oper
 
 capacity_cases := {
 	"inference tolerating spot": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [testing.spot_toleration]})), "want": {"capacity-type"}},
-	"inference tolerating everything": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"operator": "Exists"}]})), "want": {"capacity-type"}},
+	"inference tolerating everything": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"operator": "Exists"}]})), "want": {"capacity-type", "maintenance-toleration"}},
 	"inference tolerating the spot key": {
 		"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"key": "fleetplane.dev/capacity-type", "operator": "Exists"}]})),
 		"want": {"capacity-type"},
@@ -376,8 +376,12 @@ approval_cases := {
 	"malformed": [object.union(approval, {"max_accelerators": "32"}), {"approval"}],
 }
 
-# The Job is owned by a CronJob of uid uid-cron.
-owned_job(id) := object.union(approved_job(id), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}})
+# The Job is owned by a CronJob of uid uid-cron, whose controller creates it
+# (only controllers write owner references: owners.rego).
+owned_job(id) := testing.by(
+	object.union(approved_job(id), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}}),
+	"system:serviceaccount:kube-system:cronjob-controller", [],
+)
 
 test_approvals[name] if {
 	some name, [entry, want] in approval_cases

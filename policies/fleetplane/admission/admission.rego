@@ -205,6 +205,12 @@ has_object if is_object(input.request.object)
 # workloads.workload_class, written out: a function call fewer on every review.
 kind_class := class if {
 	class := workloads.kind_class(input.request.kind)
+	class != "rayjob"
+} else := "rayjob" if {
+	# A RayJob that submits to an existing cluster (clusterSelector) without
+	# a submitter template of its own holds nothing the gate judges.
+	workloads.kind_class(input.request.kind) == "rayjob"
+	count(workloads.templates(input.request.object, "rayjob")) > 0
 } else := "generic" if {
 	count(workloads.discovered_templates(input.request.object)) > 0
 }
@@ -225,10 +231,17 @@ kind_class := class if {
 #   the platform's labels and annotations); "changes" on UPDATE of a Pod (also its
 #   ephemeralcontainers and resize subresources), judged for what it changes;
 #   "podgroup" and "autoscaler" on CREATE and UPDATE of Volcano PodGroups and
-#   HorizontalPodAutoscalers. One else chain: the cases exclude each other,
+#   HorizontalPodAutoscalers; "metadata" too on CREATE and UPDATE of a
+#   runtime (lib/workloads/runtime.rego). One else chain: the cases exclude each other,
 #   and OPA stops at the first that holds.
 mode := "none" if {
 	system_namespace
+} else := "metadata" if {
+	# Runtimes hold nothing; only who writes the platform's keys in them is
+	# judged (lib/workloads/runtime.rego).
+	kind_class == "runtime"
+	input.request.operation in {"CREATE", "UPDATE"}
+	object.get(input.request, "subResource", "") == ""
 } else := "full" if {
 	kind_class
 	input.request.operation == "CREATE"

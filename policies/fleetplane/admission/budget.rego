@@ -122,6 +122,11 @@ unbounded_reason(where, runs, type_name) := sprintf(
 ) if {
 	runs != null
 } else := sprintf(
+	"nothing bounds how many pods %s starts (a JobSet failure policy rule with action RestartJobSetAndIgnoreMaxRestarts)",
+	[where],
+) if {
+	startswith(where, "spec.replicatedJobs[")
+} else := sprintf(
 	"nothing bounds how many pods %s starts (a podFailurePolicy rule with action Ignore) nor the Job's activeDeadlineSeconds",
 	[where],
 )
@@ -131,6 +136,8 @@ unbounded_fix(f) := sprintf(
 	[workload_type, f.where],
 ) if {
 	f.replaced
+} else := "use the action RestartJobSet, whose restarts spec.failurePolicy.maxRestarts counts" if {
+	startswith(f.where, "spec.replicatedJobs[")
 } else := "set activeDeadlineSeconds on the Job (spec.activeDeadlineSeconds) or on its pods"
 
 deny contains budget_denial(verdict, team) if {

@@ -220,7 +220,11 @@ reservation_cases := {
 	"a malformed reservation": [{"uid-a": {"usd": "lots", "expires_at": testing.now + 600}}, {"budget"}],
 }
 
-owned_training_job := object.union(testing.job(testing.training, {"backoffLimit": 0}), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}})
+# Created by the CronJob controller (only controllers write owner references: owners.rego).
+owned_training_job := testing.by(
+	object.union(testing.job(testing.training, {"backoffLimit": 0}), {"request": {"object": {"metadata": {"uid": "uid-job", "ownerReferences": [{"kind": "CronJob", "name": "c", "uid": "uid-cron"}]}}}}),
+	"system:serviceaccount:kube-system:cronjob-controller", [],
+)
 
 test_reservations[name] if {
 	some name, [entries, want] in reservation_cases

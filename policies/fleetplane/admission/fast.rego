@@ -122,6 +122,7 @@ fast_base := {
 	# One template of a gated kind, and nothing the platform owns on the object
 	# (on a Pod, its template: checked below too).
 	t := fast_template(request.kind, obj)
+	fast_owners_ok(obj)
 	not obj.metadata.labels["fleetplane.dev/exempt"]
 	not obj.metadata.labels["fleetplane.dev/preemptible"]
 	count([key |
@@ -139,6 +140,7 @@ fast_base := {
 	object.get(spec, "initContainers", []) == []
 	object.get(spec, "ephemeralContainers", []) == []
 	is_array(object.get(spec, "tolerations", []))
+	not tolerates_maintenance(spec)
 	volumes := object.get(spec, "volumes", [])
 	is_array(volumes)
 	selector := object.get(spec, "nodeSelector", {})
@@ -235,7 +237,7 @@ fast_base := {
 
 # A container field a rule reads in a way the fast path does not decide:
 # a host port, one of the runtime's device variables, a probe aimed at a
-# host.
+# host or with its own grace period.
 fast_unusual_field("ports", ports) if {
 	some port in ports
 	port.hostPort
@@ -253,6 +255,11 @@ fast_unusual_field(field, probe) if {
 	field in {"livenessProbe", "readinessProbe", "startupProbe"}
 	some kind in ["httpGet", "tcpSocket"]
 	probe[kind].host
+}
+
+fast_unusual_field(field, probe) if {
+	field in {"livenessProbe", "startupProbe"}
+	probe.terminationGracePeriodSeconds
 }
 
 # An annotation a rule reads: the platform's own (lib.platform_owned), the
@@ -304,9 +311,19 @@ fast_template(kind, obj) := {
 	kind.kind in {"Deployment", "StatefulSet", "ReplicaSet"}
 	replicas := object.get(obj.spec, "replicas", 1)
 } else := t if {
-	# Volcano Jobs take the full rules, which also check their queue.
-	kind_class != "volcano"
+	# Volcano Jobs take the full rules, which also check their queue, as do
+	# KubeRay's kinds (their labels name their PodGroup's queue:
+	# operator_copies.rego); runtimes hold nothing (lib/workloads/runtime.rego).
+	not kind_class in {"volcano", "runtime", "raycluster", "rayjob"}
 	[t] := templates
+}
+
+# Owner references are the platform's to write (owners.rego): none on the
+# object, or a request from the platform.
+fast_owners_ok(obj) if {
+	count(object.get(obj, ["metadata", "ownerReferences"], [])) == 0
+} else if {
+	platform_requester
 }
 
 # METADATA

@@ -9,6 +9,8 @@
 # plus its grace (budget.rego, pod_seconds).
 package fleetplane.admission
 
+import data.fleetplane.lib.workloads
+
 # METADATA
 # description: >-
 #   The longest terminationGracePeriodSeconds an accelerator pod may set. A
@@ -40,6 +42,27 @@ deny contains msg if {
 	msg := sprintf(
 		"termination-grace: %s sets terminationGracePeriodSeconds %s; a pod keeps its accelerators through its grace period (and the preStop hooks that run in it) whenever it is stopped, so set it to a whole number of seconds up to %d and checkpoint on the platform's warning instead",
 		[f.where, json.marshal(grace), max_termination_grace_seconds],
+	)
+}
+
+# METADATA
+# description: >-
+#   A probe's own terminationGracePeriodSeconds (liveness and startup probes
+#   may set one, which replaces the pod's when the kubelet kills a container
+#   whose probe failed) bounded like the pod's: a failing probe would
+#   otherwise keep an accelerator container stopping for as long as it
+#   names, past the bound the pod's grace keeps.
+deny contains msg if {
+	pod_rules_apply
+	some f in facts
+	f.devices > 0
+	some entry in workloads.containers(f.spec)
+	some probe in ["livenessProbe", "startupProbe"]
+	grace := entry.container[probe].terminationGracePeriodSeconds
+	not grace_within_bound(grace)
+	msg := sprintf(
+		"termination-grace: %s %s sets terminationGracePeriodSeconds %s; a container keeps its accelerators while it stops, so set it to a whole number of seconds up to %d or leave it unset (the pod's grace applies)",
+		[workloads.container_where(f.where, entry), probe, json.marshal(grace), max_termination_grace_seconds],
 	)
 }
 

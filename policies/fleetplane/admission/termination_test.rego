@@ -81,3 +81,29 @@ test_fast_path_grace_literal_is_the_bound if {
 	admission.max_termination_grace_seconds == 120
 	admission.default_termination_grace_seconds == 30
 }
+
+# A liveness or startup probe's own grace replaces the pod's when the kubelet
+# kills a container whose probe failed: bounded the same way.
+probe_grace_cases := {
+	"a probe without its own grace": [probe_pod("livenessProbe", {"exec": {"command": ["true"]}}), set()],
+	"a liveness probe's short grace": [probe_pod("livenessProbe", {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 60}), set()],
+	"a startup probe at the bound": [probe_pod("startupProbe", {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 120}), set()],
+	"a liveness probe over the bound": [probe_pod("livenessProbe", {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 3600}), {"termination-grace"}],
+	"a startup probe over the bound": [probe_pod("startupProbe", {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 86400}), {"termination-grace"}],
+	"a probe's grace that is not a number": [probe_pod("livenessProbe", {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": "60"}), {"termination-grace"}],
+}
+
+probe_pod(probe, spec) := testing.pod(testing.replace_spec(testing.training, "containers", [object.union(testing.container("main", {"nvidia.com/gpu": "8"}), {probe: spec})]))
+
+test_probe_grace[name] if {
+	some name, [rev, want] in probe_grace_cases
+	{r | some r in rules(rev); r == "termination-grace"} == want
+}
+
+test_probe_grace_message_names_the_probe if {
+	some_message(probe_grace_cases["a liveness probe over the bound"][0], `pod containers "main" livenessProbe sets terminationGracePeriodSeconds 3600`)
+}
+
+test_probe_grace_is_left_to_the_full_rules if {
+	not admission.fast_response with input as probe_grace_cases["a liveness probe over the bound"][0]
+}

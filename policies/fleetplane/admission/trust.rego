@@ -32,14 +32,8 @@ platform_requester if {
 }
 
 # The metadata of the object and of each of its pod templates, as
-# [place, metadata]; a Pod is its own template.
-metadata_places(obj) := array.concat(
-	[["metadata", workloads.as_object(object.get(obj, "metadata", {}))]],
-	[[sprintf("%s.metadata", [t.where]), workloads.as_object(object.get(workloads.as_object(t.template), "metadata", {}))] |
-		kind_class != "pod"
-		some t in workloads.templates(obj, kind_class)
-	],
-)
+# [place, metadata] (workloads.metadata_places).
+metadata_places(obj) := workloads.metadata_places(obj, kind_class, workloads.templates(obj, kind_class))
 
 # METADATA
 # description: >-
@@ -60,13 +54,7 @@ owned_writes contains [place, "annotation", key] if {
 
 # The metadata places of the object under review, from the templates the
 # rules derived already.
-current_metadata_places := array.concat(
-	[["metadata", workloads.as_object(object.get(input.request.object, "metadata", {}))]],
-	[[sprintf("%s.metadata", [t.where]), workloads.as_object(object.get(workloads.as_object(t.template), "metadata", {}))] |
-		kind_class != "pod"
-		some t in templates
-	],
-)
+current_metadata_places := workloads.metadata_places(input.request.object, kind_class, templates)
 
 owned_writes contains [place, kind, key] if {
 	input.request.operation == "UPDATE"

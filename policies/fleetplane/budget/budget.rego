@@ -66,9 +66,16 @@ spend_problems(team, now_ns) := {msg |
 #   callers fail closed.
 reserved(team, now_ns, uids) := 0 if {
 	not has_reservations(team)
+} else := amount if {
+	# By expiry (what the controller writes): a decision reads the team's few
+	# expiry buckets and its own entries, not every workload of the team.
+	doc := data.fleetplane.reservations[team]
+	is_object(doc.expiring)
+	amount := reserved_by_expiry(doc, now_ns, uids)
 } else := sum(amounts) if {
 	entries := data.fleetplane.reservations[team]
 	is_object(entries)
+	not entries.expiring
 	count([e |
 		some e in entries
 		is_number(e.usd)
@@ -84,6 +91,46 @@ reserved(team, now_ns, uids) := 0 if {
 }
 
 has_reservations(team) if _ = data.fleetplane.reservations[team]
+
+# METADATA
+# description: >-
+#   USD reserved in a team's document by expiry: {expiring: {<expires_at,
+#   epoch seconds>: USD of the entries expiring then}, workloads: {uid:
+#   entry}, owners: {uid of an object between a workload and its pods: the
+#   workload's uid}}. The unexpired buckets' sum, less the unexpired entries
+#   of the object under review (its uids, or a workload they are between);
+#   undefined when a bucket or one of those entries is malformed. Its cost
+#   grows with the hours reservations reach ahead, not with the workloads.
+reserved_by_expiry(doc, now_ns, uids) := total - own if {
+	count([at |
+		some at, usd in doc.expiring
+		not valid_bucket(at, usd)
+	]) == 0
+	total := sum([usd |
+		some at, usd in doc.expiring
+		to_number(at) * 1000000000 > now_ns
+	])
+	keys := {uid | some uid in uids; doc.workloads[uid]} | {key | some uid in uids; key := doc.owners[uid]}
+	count([key | some key in keys; not well_formed_entry(doc.workloads[key])]) == 0
+	own := sum([e.usd |
+		some key in keys
+		e := doc.workloads[key]
+		e.expires_at * 1000000000 > now_ns
+	])
+}
+
+valid_bucket(at, usd) if {
+	is_number(to_number(at))
+	is_number(usd)
+	usd >= 0
+}
+
+well_formed_entry(e) if {
+	is_number(e.usd)
+	e.usd >= 0
+	is_number(e.expires_at)
+	is_array(object.get(e, "uids", []))
+}
 
 own_reservation(key, _, uids) if key in uids
 

@@ -150,6 +150,29 @@ test_reserved[name] if {
 	budget.reserved("research", now, uids) == want with data.fleetplane.reservations as reservation_doc
 }
 
+# The same reservations by expiry, as the controller writes them: the gate
+# reads the buckets and the object's own entries only.
+by_expiry_doc := {"research": {
+	"expiring": {sprintf("%d", [testing.now + 1]): 125, sprintf("%d", [testing.now]): 50},
+	"workloads": reservation_doc.research,
+	"owners": {"uid-rs": "uid-c"},
+}}
+
+test_reserved_by_expiry[name] if {
+	some name, [uids, want] in reserved_cases
+	budget.reserved("research", now, uids) == want with data.fleetplane.reservations as by_expiry_doc
+}
+
+test_reserved_by_expiry_malformed_is_undefined[name] if {
+	some name, doc in {
+		"bucket not a number": {"expiring": {"1": "x"}, "workloads": {}, "owners": {}},
+		"bucket not a time": {"expiring": {"soon": 1}, "workloads": {}, "owners": {}},
+		"own entry malformed": {"expiring": {"1": 1}, "workloads": {"uid-a": {"usd": "1"}}, "owners": {}},
+	}
+	not budget.reserved("research", now, {"uid-a"}) with data.fleetplane.reservations as {"research": doc}
+	count(budget.reservation_problems("research", now, {"uid-a"})) == 1 with data.fleetplane.reservations as {"research": doc}
+}
+
 test_reserved_without_entries if {
 	budget.reserved("serving", now, set()) == 0 with data.fleetplane.reservations as reservation_doc
 	budget.reserved("research", now, set()) == 0

@@ -258,6 +258,10 @@ config := {
 		"fleetplane-system",
 		"gpu-operator",
 		"volcano-system",
+		"kubeflow-system",
+		"ray-system",
+		"jobset-system",
+		"lws-system",
 	],
 	"platform": {
 		"controller_service_account": "system:serviceaccount:fleetplane-system:fleetplane-controller",
@@ -271,6 +275,10 @@ config := {
 			"system:serviceaccount:kube-system:replication-controller",
 			"system:kube-controller-manager",
 			"system:serviceaccount:volcano-system:volcano-controllers",
+			"system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
+			"system:serviceaccount:ray-system:kuberay-operator",
+			"system:serviceaccount:jobset-system:jobset-controller-manager",
+			"system:serviceaccount:lws-system:lws-controller-manager",
 		],
 		"admin_groups": [
 			"fleetplane-admins",

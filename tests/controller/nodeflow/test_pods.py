@@ -23,7 +23,7 @@ def test_both_modes_build_the_same_view() -> None:
     raw = pod("train").on("gpu-1").gpus(2).owned_by("Job").checkpointed(NOW - 60).raw
     raw["status"]["startTime"] = "2027-01-15T08:00:00Z"
     upgrade = upgrade_pod_view(copy.deepcopy(raw), SETTINGS)
-    health = work_pod(copy.deepcopy(raw), HealthSettings(upgrade=SETTINGS))
+    health = work_pod(copy.deepcopy(raw), HealthSettings(workflow=SETTINGS))
     assert upgrade.role is health.role is Role.WORKLOAD
     assert upgrade.gpu == health.gpu == "container main requests nvidia.com/gpu: 2"
     assert (upgrade.devices, upgrade.started) == (0, None)

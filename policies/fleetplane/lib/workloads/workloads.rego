@@ -12,7 +12,11 @@ import data.fleetplane.lib
 # description: >-
 #   The class of an AdmissionReview request.kind, by "group/kind": how the pod
 #   templates of the kinds the gate knows are found. Undefined for other kinds
-#   (see workload_class). The table lives inside the function: as a rule of
+#   (see workload_class). The operators' kinds have a file each beside this
+#   one (jobset.rego, leaderworkerset.rego, ray.rego, trainjob.rego);
+#   "runtime" is a kind whose templates another object instantiates
+#   (runtime.rego): judged for who writes the platform's keys, not for what
+#   it holds. The table lives inside the function: as a rule of
 #   its own it would cost OPA a rule evaluation on every review.
 kind_class(gvk) := {
 	"/Pod": "pod",
@@ -24,14 +28,23 @@ kind_class(gvk) := {
 	"batch/Job": "job",
 	"batch/CronJob": "cronjob",
 	"batch.volcano.sh/Job": "volcano",
+	"jobset.x-k8s.io/JobSet": "jobset",
+	"leaderworkerset.x-k8s.io/LeaderWorkerSet": "leaderworkerset",
+	"ray.io/RayCluster": "raycluster",
+	"ray.io/RayJob": "rayjob",
+	"trainer.kubeflow.org/TrainJob": "trainjob",
+	"trainer.kubeflow.org/TrainingRuntime": "runtime",
+	"flow.volcano.sh/JobTemplate": "runtime",
+	"flow.volcano.sh/JobFlow": "runtime",
+	"batch.volcano.sh/CronJob": "runtime",
 }[concat("/", [object.get(gvk, "group", ""), gvk.kind])]
 
 # METADATA
 # description: >-
 #   The class of a request's object: its kind_class, else "generic" for a
 #   kind the gate does not know that carries pod templates somewhere under
-#   spec (operators' job kinds: Kubeflow, Ray, JobSet, LeaderWorkerSet, ...),
-#   found by their shape. Undefined for objects without pod templates.
+#   spec (an operator a platform team added in the configuration, whose kind
+#   the gate has no file for), found by their shape. Undefined for objects without pod templates.
 workload_class(gvk, obj) := class if {
 	class := kind_class(gvk)
 } else := "generic" if {
@@ -265,6 +278,14 @@ shape_problems(obj, class) := union({
 	{"spec.tasks must be a non-empty list of tasks" |
 		class == "volcano"
 		count(as_array(object.get(obj, ["spec", "tasks"], []))) == 0
+	},
+	{"spec.replicatedJobs must be a non-empty list of replicated jobs" |
+		class == "jobset"
+		count(as_array(object.get(obj, ["spec", "replicatedJobs"], []))) == 0
+	},
+	{"spec.trainer.image is missing: the gate cannot see the image of the runtime's template, so a TrainJob names the image its nodes run; set spec.trainer.image" |
+		class == "trainjob"
+		not non_empty_string(object.get(obj, ["spec", "trainer", "image"], null))
 	},
 	{msg |
 		some t in templates(obj, class)
