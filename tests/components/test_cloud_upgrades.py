@@ -188,7 +188,7 @@ def test_a_fleet_without_gke_pools_may_keep_several_windows(fleet_from: FleetFro
             "maintenance_windows": [
                 {"days": ["sat"], "start": "01:00", "end": "02:00"},
                 {"days": ["wed"], "start": "03:00", "end": "04:00"},
-            ]
+            ],
         }
 
     assert check_fleet(fleet_from(edit)) == []
