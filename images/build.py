@@ -10,11 +10,16 @@ opa: the pinned OPA binary from tools/bin, plus, when that binary is linked dyna
     bootstrap builds it with cgo), the C library it links, taken from the same Debian root
     filesystem. Non-root (1000).
 
+validator: the controller's image (the same three layers, so the same blobs) with one more layer
+    before the project's, the NVML binding from `images/validator-requirements.txt`: what the
+    validator pod runs (`fleetplane controller upgrade validate`, the NVML health check).
+
 Each image gets its SBOM beside its layout (OUT/NAME.cdx.json, `images/sbom.py`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -32,6 +37,8 @@ from images import oci, rootfs
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 LOCK = HERE / "controller-requirements.txt"
+VALIDATOR_LOCK = HERE / "validator-requirements.txt"
+"""What the validator image installs on top of LOCK (nvidia-ml-py), as a layer of its own."""
 
 PYTHON = "python3.11"
 SITE = "usr/local/lib/python3.11/dist-packages"
@@ -241,7 +248,7 @@ SMOKE_IMPORTS = (
 a wheel that needs a system library the root filesystem lacks fails the build, not the pod."""
 
 
-def _check_imports(root: Path) -> None:
+def _check_imports(root: Path, modules: tuple[str, ...] = SMOKE_IMPORTS) -> None:
     _run(
         [
             "chroot",
@@ -251,7 +258,7 @@ def _check_imports(root: Path) -> None:
             "-IB",
             "-c",
             "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]",
-            *SMOKE_IMPORTS,
+            *modules,
         ],
         what="importing the controller inside the image's root filesystem",
     )
@@ -279,12 +286,56 @@ def _du(root: Path, include: Callable[[str], bool]) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class PythonImage:
+    """What tells the Python images apart: their name, the lock files installed (each its own
+    layer, in order) and what the image says it is and runs."""
+
+    name: str
+    locks: tuple[Path, ...]
+    cmd: list[str]
+    description: str
+    smoke_imports: tuple[str, ...]
+
+
+CONTROLLER = PythonImage(
+    name="controller",
+    locks=(LOCK,),
+    cmd=["controller", "reconcile"],
+    description="fleetplane's in-cluster controller (`fleetplane controller reconcile`), run by "
+    "a CronJob",
+    smoke_imports=SMOKE_IMPORTS,
+)
+VALIDATOR = PythonImage(
+    name="validator",
+    locks=(LOCK, VALIDATOR_LOCK),
+    cmd=["controller", "upgrade", "validate"],
+    description="fleetplane's node validator (`fleetplane controller upgrade validate`: the NVML "
+    "health check), run pinned to a GPU node after a driver upgrade or a remediation",
+    smoke_imports=(*SMOKE_IMPORTS, "pynvml", "controller.health.verdict"),
+)
+
+
 def build_controller(
     out: Path, *, rootfs_tar: Path, lock: Path = LOCK, project: Path = PROJECT, log=print
 ) -> Built:
     """The controller's image as an OCI layout in `out`."""
+    spec = CONTROLLER if lock == LOCK else dataclasses.replace(CONTROLLER, locks=(lock,))
+    return build_python_image(out, spec, rootfs_tar=rootfs_tar, project=project, log=log)
+
+
+def build_validator(out: Path, *, rootfs_tar: Path, project: Path = PROJECT, log=print) -> Built:
+    """The validator pod's image (the controller's, plus nvidia-ml-py) as an OCI layout."""
+    return build_python_image(out, VALIDATOR, rootfs_tar=rootfs_tar, project=project, log=log)
+
+
+def build_python_image(
+    out: Path, spec: PythonImage, *, rootfs_tar: Path, project: Path = PROJECT, log=print
+) -> Built:
+    """A Python image of this project as an OCI layout in `out`: the root filesystem, one layer
+    per lock file, the project."""
     if os.geteuid() != 0:
-        raise BuildError("the controller image is built as root (chroot, numeric owners)")
+        raise BuildError(f"the {spec.name} image is built as root (chroot, numeric owners)")
     started = time.monotonic()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fleetplane-image-", dir=out.parent) as tmp:
@@ -298,29 +349,40 @@ def build_controller(
         _prune(root)
         site = root / SITE
         site.mkdir(parents=True, exist_ok=True)
-        log("pip install --require-hashes of the locked dependencies")
-        _install_dependencies(site, lock)
-        dependencies = set(os.listdir(site))
+        per_lock: list[set[str]] = []
+        for lock in spec.locks:
+            log(f"pip install --require-hashes -r {lock.name}")
+            before = set(os.listdir(site))
+            _install_dependencies(site, lock)
+            per_lock.append(set(os.listdir(site)) - before)
         log("fleetplane wheel from the checkout")
-        project_names = _install_project(site, project, scratch)
+        project_names = set(_install_project(site, project, scratch))
         log("compileall (stdlib, dependencies, fleetplane)")
         _compile(root, [f"usr/lib/{PYTHON}", SITE])
-        _check_imports(root)
+        _check_imports(root, spec.smoke_imports)
 
         def in_base(rel: str) -> bool:
             return not (rel == "usr/local" or rel.startswith("usr/local/"))
 
-        def in_dependencies(rel: str) -> bool:
-            if not rel.startswith("usr/local"):
-                return False
+        def top(rel: str) -> str | None:
             if not rel.startswith(SITE + "/"):
-                return True  # usr/local, usr/local/lib, ... the directories leading there
-            return rel[len(SITE) + 1 :].split("/", 1)[0] in dependencies
+                return None
+            return rel[len(SITE) + 1 :].split("/", 1)[0]
+
+        def in_lock(index: int) -> Callable[[str], bool]:
+            def include(rel: str) -> bool:
+                if not rel.startswith("usr/local"):
+                    return False
+                name = top(rel)
+                if name is None:
+                    # usr/local, usr/local/lib, ... the directories leading there: first layer
+                    return index == 0
+                return name in per_lock[index]
+
+            return include
 
         def in_project(rel: str) -> bool:
-            return rel.startswith(SITE + "/") and rel[len(SITE) + 1 :].split("/", 1)[0] in set(
-                project_names
-            )
+            return top(rel) in project_names
 
         layout = out
         shutil.rmtree(layout, ignore_errors=True)
@@ -336,10 +398,13 @@ def build_controller(
                 oci.layer_from_tree(root, include=in_base),
                 f"debian {rootfs.SUITE}: {', '.join(rootfs.PACKAGES)} (mmdebstrap)",
             ),
-            oci.write_layer(
-                layout,
-                oci.layer_from_tree(root, include=in_dependencies),
-                f"pip install --require-hashes -r {lock.name}",
+            *(
+                oci.write_layer(
+                    layout,
+                    oci.layer_from_tree(root, include=in_lock(index)),
+                    f"pip install --require-hashes -r {lock.name}",
+                )
+                for index, lock in enumerate(spec.locks)
             ),
             oci.write_layer(
                 layout,
@@ -353,22 +418,24 @@ def build_controller(
             layers,
             oci.ImageConfig(
                 entrypoint=["/usr/local/bin/fleetplane"],
-                cmd=["controller", "reconcile"],
+                cmd=spec.cmd,
                 env=["PATH=/usr/local/bin:/usr/bin", "LANG=C.UTF-8"],
                 user=f"{CONTROLLER_UID}:{CONTROLLER_UID}",
                 labels={
-                    "org.opencontainers.image.title": "fleetplane-controller",
+                    "org.opencontainers.image.title": f"fleetplane-{spec.name}",
                     "org.opencontainers.image.version": version,
                     "org.opencontainers.image.licenses": "Apache-2.0",
-                    "org.opencontainers.image.description": "fleetplane's in-cluster "
-                    "controller (`fleetplane controller reconcile`), run by a CronJob",
+                    "org.opencontainers.image.description": spec.description,
                 },
             ),
             ref_name=version,
         )
         contents = {
             "debian (python 3.11 and its libraries)": _du(root, in_base),
-            "python dependencies (lock file)": _du(root, in_dependencies),
+            **{
+                f"python dependencies ({lock.name})": _du(root, in_lock(index))
+                for index, lock in enumerate(spec.locks)
+            },
             "fleetplane": _du(root, in_project),
         }
         from images import sbom
@@ -383,7 +450,7 @@ def build_controller(
             project=project,
         )
     return Built(
-        name="controller",
+        name=spec.name,
         image=image,
         seconds=time.monotonic() - started,
         sbom=sbom_path,

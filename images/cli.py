@@ -15,7 +15,8 @@ DEFAULT_OUT = Path(".fleet") / "images"
 def add_parser(subparsers: Any) -> None:
     image: argparse.ArgumentParser = subparsers.add_parser(
         "image",
-        help="build the controller's and OPA's OCI images (reproducible, with an SBOM)",
+        help="build the controller's, the validator's and OPA's OCI images (reproducible, with "
+        "an SBOM)",
         description="The platform's images, built from Debian's packages and the lock file, "
         f"without a base image or a container daemon. {EXIT_CODES}",
     )
@@ -23,15 +24,19 @@ def add_parser(subparsers: Any) -> None:
     build = actions.add_parser(
         "build",
         help="build the images into OCI layouts (each with its SBOM)",
-        description="Build OCI image layouts: OUT/controller and OUT/opa, each with its SBOM "
-        "(OUT/controller.cdx.json, OUT/opa.cdx.json), and print their digests and sizes. Needs "
+        description="Build OCI image layouts: OUT/controller, OUT/validator (the controller's "
+        "image plus nvidia-ml-py, for the validator pod) and OUT/opa, each with its SBOM "
+        "(OUT/NAME.cdx.json), and print their digests and sizes. Needs "
         f"root and mmdebstrap. {EXIT_CODES}",
     )
     build.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})"
     )
     build.add_argument(
-        "--only", choices=("controller", "opa"), action="append", help="build only this image"
+        "--only",
+        choices=("controller", "validator", "opa"),
+        action="append",
+        help="build only this image",
     )
     build.add_argument(
         "--rebuild-rootfs",
@@ -60,7 +65,7 @@ def run_build(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(f"image: {message}", file=sys.stderr)
 
-    wanted = args.only or ["controller", "opa"]
+    wanted = args.only or ["controller", "validator", "opa"]
     try:
         base = rootfs.obtain(rebuild=args.rebuild_rootfs, log=log)
         if args.record_rootfs:
@@ -72,6 +77,10 @@ def run_build(args: argparse.Namespace) -> int:
         if "controller" in wanted:
             results.append(
                 build.build_controller(args.out / "controller", rootfs_tar=base.tar, log=log)
+            )
+        if "validator" in wanted:
+            results.append(
+                build.build_validator(args.out / "validator", rootfs_tar=base.tar, log=log)
             )
         if "opa" in wanted:
             results.append(opa_image(args.out / "opa", rootfs_tar=base.tar, explicit=args.opa))

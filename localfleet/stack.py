@@ -64,7 +64,7 @@ from localfleet.stackstatus import StackStatus
 
 __all__ = ["LOCAL_PASSPHRASE", "STACK", "STATE_DIR", "LocalStack", "StackError"]
 
-REAL_NODE_IMAGES = ("controller", "opa")
+REAL_NODE_IMAGES = ("controller", "validator", "opa")
 ALERTMANAGER_PORT = 9093
 """Where the main job's Alertmanager listens (Alertmanager's usual port); tests and any other
 stack take a free one (`StackLayout.alertmanager_port`)."""
@@ -220,6 +220,7 @@ class LocalStack(StackLayout):
             "image": refs["controller"],
             "prometheus_url": prometheus,
         }
+        fleet.setdefault("upgrade", {})["validator_image"] = refs["validator"]
         gateway = fleet.setdefault("observability", {}).setdefault("pushgateway", {})
         if gateway.get("deploy") is False:  # the local fleet runs it: where pods reach it
             gateway["url"] = f"http://{node.network.host_ip}:{free_port()}"

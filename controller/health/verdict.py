@@ -8,6 +8,8 @@ The verdict is one JSON object on stdout; its status is also the process's exit 
 | unhealthy   | 1    | at least one problem                                                 |
 | unavailable | 2    | NVML could not be used (or the check itself broke): nothing checked  |
 
+`reason` is `no-driver` when libnvidia-ml could not be loaded (no NVIDIA driver), else null.
+
 In the JSON, a reading is its value, `"not supported"`, or `"error: <message> (<class>)"`;
 `null` means it was not read at all.
 """
@@ -39,6 +41,23 @@ UNHEALTHY = "unhealthy"
 UNAVAILABLE = "unavailable"
 
 _EXIT_CODES = {HEALTHY: EXIT_HEALTHY, UNHEALTHY: EXIT_UNHEALTHY, UNAVAILABLE: EXIT_UNAVAILABLE}
+
+NO_DRIVER = "no-driver"
+"""The verdict's `reason` when libnvidia-ml cannot be loaded at all: the node has no NVIDIA driver
+(or the runtime did not mount it into the pod). Unlike a driver that is still loading
+(`NVMLError_DriverNotLoaded`) or a library/module mismatch, this does not go away by waiting, so
+the validator's reader fails the node at once instead of retrying until its timeout."""
+
+_NO_DRIVER_ERRORS = frozenset({"NVMLError_LibraryNotFound"})
+
+
+def unavailable_reason(snapshot: NodeSnapshot) -> str | None:
+    """`no-driver` when NVML's library could not be loaded; None otherwise."""
+    error = snapshot.init_error
+    if error is not None and error.error in _NO_DRIVER_ERRORS:
+        return NO_DRIVER
+    return None
+
 
 # Names of the nvmlClocksEventReason* bits, by the binding's constant for each.
 _CLOCKS_EVENT_REASONS = (
@@ -128,6 +147,7 @@ def render(snapshot: NodeSnapshot, expect: Expectations, *, node: str, nvml: Nvm
             devices=devices,
             xid_watch=snapshot.xid_watch,
             problems=judgement.problems,
+            reason=unavailable_reason(snapshot),
         ),
     )
 
@@ -161,10 +181,12 @@ def _document(
     devices: list[dict[str, Any]],
     xid_watch: XidWatch | None,
     problems: list[Problem],
+    reason: str | None = None,
 ) -> dict[str, Any]:
     return {
         "healthy": status == HEALTHY,
         "status": status,
+        "reason": reason,
         "node": node,
         "driver_version": driver_version,
         "cuda_driver_version": cuda_driver_version,

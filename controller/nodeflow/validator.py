@@ -45,6 +45,9 @@ from fleet import labels as keys
 CONTAINER = "validate"
 MESSAGE_LIMIT = 4096
 HEALTHY, UNHEALTHY, UNAVAILABLE = "healthy", "unhealthy", "unavailable"
+NO_DRIVER = "no-driver"
+"""The verdict's `reason` when libnvidia-ml is not loadable (controller.health.verdict): waiting
+does not bring a driver, so the node fails at once rather than at the validation timeout."""
 
 
 class ValidatorSettings(Protocol):
@@ -167,6 +170,7 @@ def termination_message(document: dict[str, Any], limit: int = MESSAGE_LIMIT) ->
     ]
     compact: dict[str, Any] = {
         "status": document.get("status"),
+        "reason": document.get("reason"),
         "healthy": document.get("healthy"),
         "node": document.get("node"),
         "driver_version": document.get("driver_version"),
@@ -212,6 +216,7 @@ def read_verdict(terminated: Terminated, *, target: str, gpus: int) -> Outcome:
     if document is not None:
         summary.update(
             status=document.get("status"),
+            verdict_reason=document.get("reason"),
             driver_version=document.get("driver_version"),
             device_count=document.get("device_count"),
             problems=problems[:10],
@@ -245,6 +250,13 @@ def read_verdict(terminated: Terminated, *, target: str, gpus: int) -> Outcome:
         for p in problems[:5]
         if isinstance(p, dict)
     )
+    if document is not None and document.get("reason") == NO_DRIVER:
+        return Outcome(
+            kind=UNHEALTHY,
+            reason=f"no NVIDIA driver on the node ({NO_DRIVER}): libnvidia-ml is not loadable"
+            + (f"; {details}" if details else ""),
+            summary=summary,
+        )
     if code == 1:
         return Outcome(
             kind=UNHEALTHY,

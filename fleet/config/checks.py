@@ -419,6 +419,13 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "required for a CronJob that runs: the controller's image by digest "
             "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
         )
+    if controller.deploy and not controller.suspend and config.upgrade.validator_image is None:
+        add(
+            "upgrade.validator_image",
+            "required for a CronJob that runs: the validator pod's image by digest "
+            "(REPOSITORY@sha256:..., the `validator` image `fleetplane image build` prints; the "
+            "controller's image has no NVML binding)",
+        )
     gateway = config.observability.pushgateway
     if not gateway.deploy and gateway.url is None:
         add(

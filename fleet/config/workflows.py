@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, Field
 
-from fleet.config.base import ClockTime, ConfigModel, Day, MaxUnavailable, Name
+from fleet.config.base import ClockTime, ConfigModel, Day, ImageByDigest, MaxUnavailable, Name
 
 
 class MaintenanceWindow(ConfigModel):
@@ -51,6 +51,10 @@ class UpgradeConfig(ConfigModel):
     driver_selector: str = "app=nvidia-driver-daemonset"
     """Label selector of the GPU Operator's driver pods, in `gpu_operator.namespace`.
     Default app=nvidia-driver-daemonset."""
+    validator_image: ImageByDigest | None = None
+    """The validator pod's image by digest (`REPOSITORY@sha256:...`): the controller's image plus
+    `nvidia-ml-py`, built by `fleetplane image build` as `validator`. Required wherever
+    `controller.image` is (the controller's own image cannot load NVML). Default None."""
     validator_runtime_class: str | None = None
     """RuntimeClass of the validator pod (e.g. `nvidia`). Default None: the node's default."""
     max_temperature_c: int | None = Field(default=None, ge=1)

@@ -67,7 +67,9 @@ class Upgrade:
     )
     """Where validator pods run. Default None: `controller.namespace`."""
     validator_image: str | None = field(default=None, metadata=rules(omit_none=True))
-    """The validator's image. Default None: `controller.image`."""
+    """The validator pod's image by digest (`upgrade.validator_image` of the fleet configuration:
+    the controller's image plus nvidia-ml-py). Default None: `controller.image`, which cannot
+    load NVML; a configuration whose CronJob runs must name it."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -111,6 +111,7 @@ class Declared:
 
 
 CONTROLLER_IMAGE = "us-docker.pkg.dev/acme/fleetplane/controller@sha256:" + "c" * 64
+VALIDATOR_IMAGE = "us-docker.pkg.dev/acme/fleetplane/validator@sha256:" + "d" * 64
 OPA_IMAGE = "us-docker.pkg.dev/acme/fleetplane/opa@sha256:" + "0" * 64
 
 
@@ -121,6 +122,7 @@ def minimal_raw_fleet() -> dict[str, Any]:
     return {
         "opa": {"image": OPA_IMAGE},
         "controller": {"image": CONTROLLER_IMAGE},
+        "upgrade": {"validator_image": VALIDATOR_IMAGE},
         "clusters": [
             {
                 "name": "gke",

@@ -106,7 +106,7 @@ def test_freezes_stay_out_of_the_data_document() -> None:
 
 def with_upgrade(**section: Any) -> Callable[[dict[str, Any]], None]:
     def edit(raw: dict[str, Any]) -> None:
-        raw["upgrade"] = section
+        raw["upgrade"] = {**raw.get("upgrade", {}), **section}  # keeps the validator image
 
     return edit
 
@@ -184,10 +184,11 @@ def test_a_fleet_without_gke_pools_may_keep_several_windows(fleet_from: FleetFro
     def edit(raw: dict[str, Any]) -> None:
         to_eks(raw)
         raw["upgrade"] = {
+            **raw.get("upgrade", {}),
             "maintenance_windows": [
                 {"days": ["sat"], "start": "01:00", "end": "02:00"},
                 {"days": ["wed"], "start": "03:00", "end": "04:00"},
-            ]
+            ],
         }
 
     assert check_fleet(fleet_from(edit)) == []

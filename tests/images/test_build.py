@@ -170,3 +170,37 @@ def test_push_keeps_the_digest(opa: build.Built, registry: Registry) -> None:
     assert push.manifest_digest(registry.address, "fleetplane/opa", "test") == opa.image.digest
     # a second push sends no blob again and changes nothing
     assert push.push(opa.image.layout, registry.address, "fleetplane/opa") == reference
+
+
+@pytest.fixture(scope="module")
+def validator(base: rootfs.Rootfs, tmp_path_factory: pytest.TempPathFactory) -> build.Built:
+    return build.build_validator(
+        tmp_path_factory.mktemp("validator") / "validator", rootfs_tar=base.tar, log=lambda m: None
+    )
+
+
+def test_validator_is_the_controller_plus_the_nvml_binding(
+    controller: build.Built, validator: build.Built
+) -> None:
+    """The validator image shares the controller's root filesystem and locked dependencies (the
+    same blobs), adds one layer with nvidia-ml-py, and its SBOM names exactly both lock files."""
+    own = [layer.blob.digest for layer in controller.image.layers]
+    theirs = [layer.blob.digest for layer in validator.image.layers]
+    assert theirs[:2] == own[:2]
+    assert len(theirs) == len(own) + 1
+    added = validator.image.layers[2]
+    assert added.comment == f"pip install --require-hashes -r {build.VALIDATOR_LOCK.name}"
+    blob = validator.image.layout / "blobs" / "sha256" / added.blob.digest.split(":")[1]
+    with tarfile.open(blob) as tar:
+        names = tar.getnames()
+    assert any(name.endswith("dist-packages/pynvml.py") for name in names), names[:20]
+    assert _config(validator.image)["config"]["Cmd"] == ["controller", "upgrade", "validate"]
+    assert validator.sbom is not None
+    installed = sbom.python_packages(json.loads(validator.sbom.read_text()))
+    locked = {
+        sbom.normalise(name): version
+        for lock in (build.LOCK, build.VALIDATOR_LOCK)
+        for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", lock.read_text(), re.M)
+    }
+    assert installed == locked
+    assert "nvidia-ml-py" in installed

@@ -383,12 +383,15 @@ def test_unavailable_nvml_reads_nothing_else() -> None:
     ]
     assert verdict.document["devices"] == []
     assert verdict.document["driver_version"] is None
+    assert verdict.document["reason"] == "no-driver"
 
 
 def test_driver_not_loaded_is_named() -> None:
     verdict, _ = run(FakeNode.hgx(8).without_nvml(NVML_ERROR_DRIVER_NOT_LOADED))
     [problem] = verdict.document["problems"]
     assert problem["detail"] == "NVML unavailable: Driver Not Loaded (NVMLError_DriverNotLoaded)"
+    # A driver still loading is waited for, not a missing driver.
+    assert verdict.document["reason"] is None
 
 
 def test_failed_handle_is_reported_and_the_other_gpus_are_still_checked() -> None:

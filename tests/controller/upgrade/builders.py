@@ -235,11 +235,17 @@ def validator(node_name: str, attempt: int) -> PodBuilder:
 
 
 def verdict(
-    *, status: str = "healthy", driver: str = NEW, gpus: int = 8, problems: list[Any] | None = None
+    *,
+    status: str = "healthy",
+    driver: str | None = NEW,
+    gpus: int = 8,
+    problems: list[Any] | None = None,
+    reason: str | None = None,
 ) -> str:
     return orjson.dumps(
         {
             "status": status,
+            "reason": reason,
             "healthy": status == "healthy",
             "node": "p-0",
             "driver_version": driver,

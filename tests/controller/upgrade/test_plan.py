@@ -421,6 +421,34 @@ CASES = [
         want_reason="trying again",
     ),
     Case(
+        "no NVIDIA driver: failed at once, in words, long before the timeout",
+        node("p-0")
+        .driver(NEW)
+        .state(states.VALIDATION_REQUIRED, since=T0, driver_pod="drv-1", attempt=1)
+        .cordoned(),
+        [
+            driver_pod("p-0", "drv-2"),
+            validator("p-0", 1).terminated(
+                2,
+                verdict(
+                    status="unavailable",
+                    reason="no-driver",
+                    driver=None,
+                    problems=[
+                        {
+                            "device": None,
+                            "check": "nvml",
+                            "detail": "NVML unavailable: NVML Shared Library Not Found "
+                            "(NVMLError_LibraryNotFound)",
+                        }
+                    ],
+                ),
+            ),
+        ],
+        want_state=states.UPGRADE_FAILED,
+        want_reason="no NVIDIA driver on the node (no-driver): libnvidia-ml is not loadable",
+    ),
+    Case(
         "could not check until the timeout: failed",
         node("p-0")
         .driver(NEW)

@@ -24,6 +24,7 @@ from controller.nodeflow.validator import (
 from controller.upgrade.observe import Terminated
 from tests.controller.health.fake_nvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
     FakeGpu,
     FakeNode,
     FakeNvml,
@@ -101,6 +102,12 @@ ARGS = ["--expect-driver", NEW, "--expect-gpus", "8", "--xid-wait-seconds", "0"]
             FakeNode.hgx(8).without_nvml(NVML_ERROR_DRIVER_NOT_LOADED),
             UNAVAILABLE,
             "could not check",
+        ),
+        # No libnvidia-ml at all: no driver will appear by waiting, so the node fails at once.
+        (
+            FakeNode.hgx(8).without_nvml(NVML_ERROR_LIBRARY_NOT_FOUND),
+            UNHEALTHY,
+            "no NVIDIA driver on the node (no-driver): libnvidia-ml is not loadable",
         ),
     ],
 )
@@ -200,7 +207,11 @@ def test_validate_entry_point_writes_the_termination_message(tmp_path: Path) -> 
     compact = json.loads(termination.read_text())
     assert compact["status"] == "unavailable"
     assert compact["problems"][0]["check"] == "nvml"
+    assert full["reason"] == compact["reason"] == "no-driver"
     outcome = read_verdict(
         Terminated(exit_code=2, message=termination.read_text(), reason="Error"), target=NEW, gpus=8
     )
-    assert outcome.kind == UNAVAILABLE
+    # Issue 32: a node without an NVIDIA driver fails at once, in words, not at the timeout.
+    assert outcome.kind == UNHEALTHY
+    assert outcome.reason.startswith("no NVIDIA driver on the node (no-driver)")
+    assert "NVMLError_LibraryNotFound" in outcome.reason
