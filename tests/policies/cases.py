@@ -109,7 +109,11 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     # (it passed the gate unjudged); another class's is refused (lib/dra.rego)
     ("gpus through the dra class", training().limits({DRA_GPU: "8"}), set()),
     ("notebook with two dra gpus", notebook().limits({DRA_GPU: "2"}), {"max-accelerators"}),
-    ("dra gpus without a model", cpu().limits({DRA_GPU: "1"}), {"accelerator-model", "workload-type"}),
+    (
+        "dra gpus without a model",
+        cpu().limits({DRA_GPU: "1"}),
+        {"accelerator-model", "workload-type"},
+    ),
     (
         "dra gpus needing approval",
         training().limits({DRA_GPU: "8"}).as_job(parallelism=9),
@@ -117,7 +121,9 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     ),
     (
         "implicit resource of another device class",
-        training().limits({"nvidia.com/gpu": "8", "deviceclass.resource.kubernetes.io/x.example.com": "1"}),
+        training().limits(
+            {"nvidia.com/gpu": "8", "deviceclass.resource.kubernetes.io/x.example.com": "1"}
+        ),
         {"accelerator-access"},
     ),
     ("large training needs approval", training().as_job(parallelism=4), {"approval"}),
