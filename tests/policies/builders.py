@@ -44,7 +44,12 @@ TEAM_QUEUES = {"ml-research": "research", "ml-serving": "serving", "analytics": 
 
 Json = dict[str, Any]
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "google.com/tpu")
+ACCELERATOR_PREFIXES = (
+    "nvidia.com/gpu",
+    "nvidia.com/mig-",
+    "google.com/tpu",
+    "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+)
 
 
 def _requests_accelerators(template: Json) -> bool:

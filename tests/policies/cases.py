@@ -10,6 +10,8 @@ from __future__ import annotations
 from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
 from tests.policies.operator_cases import OPERATOR_CASES
 
+DRA_GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+
 # (case, workload, rules it violates); an empty set means allowed.
 CASES: list[tuple[str, Workload, set[str]]] = [
     # every starting point is valid, whatever object carries it
@@ -102,6 +104,27 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         "training over the type limit",
         training().as_deployment(replicas=9),
         {"max-accelerators", "approval"},
+    ),
+    # issue 30: DRA's implicit extended resource of NVIDIA's GPU DeviceClass is a GPU
+    # (it passed the gate unjudged); another class's is refused (lib/dra.rego)
+    ("gpus through the dra class", training().limits({DRA_GPU: "8"}), set()),
+    ("notebook with two dra gpus", notebook().limits({DRA_GPU: "2"}), {"max-accelerators"}),
+    (
+        "dra gpus without a model",
+        cpu().limits({DRA_GPU: "1"}),
+        {"accelerator-model", "workload-type"},
+    ),
+    (
+        "dra gpus needing approval",
+        training().limits({DRA_GPU: "8"}).as_job(parallelism=9),
+        {"approval", "max-accelerators"},
+    ),
+    (
+        "implicit resource of another device class",
+        training().limits(
+            {"nvidia.com/gpu": "8", "deviceclass.resource.kubernetes.io/x.example.com": "1"}
+        ),
+        {"accelerator-access"},
     ),
     ("large training needs approval", training().as_job(parallelism=4), {"approval"}),
     ("large training approved", training().approved().as_job(parallelism=4), set()),

@@ -203,7 +203,7 @@ fast_base := {
 		is_object(limits)
 		requests := object.get(resources, "requests", {})
 		is_object(requests)
-		not strings.any_prefix_match(object.keys(object.union(limits, requests)), mig)
+		not strings.any_prefix_match(object.keys(object.union(limits, requests)), {mig, lib.dra_extended_resource_prefix})
 		object.subset(limits, object.filter(requests, whole))
 
 		# A container security context with only fields no baseline rule

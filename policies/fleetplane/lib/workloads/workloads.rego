@@ -406,10 +406,11 @@ non_empty_string(x) if {
 containers(spec) := [entry |
 	some list in ["containers", "initContainers", "ephemeralContainers"]
 	some i, c in spec[list]
-	limits := object.union(
+	limits := object.union_n([
 		{r: q | some r, q in c.resources.limits; r in lib.accelerator_resources},
 		{r: q | some r, q in c.resources.limits; startswith(r, lib.mig_resource_prefix)},
-	)
+		{r: q | some r, q in c.resources.limits; r in lib.dra_accelerator_resources},
+	])
 	sidecar := count({1 | list == "initContainers"; c.restartPolicy == "Always"}) == 1
 	entry := {
 		"list": list,
@@ -418,10 +419,11 @@ containers(spec) := [entry |
 		"sidecar": sidecar,
 		"running": true in {list == "containers", sidecar},
 		"limits": limits,
-		"requests": object.union(
+		"requests": object.union_n([
 			{r: q | some r, q in c.resources.requests; r in lib.accelerator_resources},
 			{r: q | some r, q in c.resources.requests; startswith(r, lib.mig_resource_prefix)},
-		),
+			{r: q | some r, q in c.resources.requests; r in lib.dra_accelerator_resources},
+		]),
 		"counts": {r: n | some r, q in limits; n := parse_count(q)},
 	}
 ]
