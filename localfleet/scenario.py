@@ -142,6 +142,12 @@ def deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
+            # Replaced in place, one pod at a time: the gate counts a rollout's surge pods in
+            # what a Deployment holds, and these run at their workload type's maximum.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            },
             "template": {
                 "metadata": _template_meta(name, namespace, workload_type, plain=plain),
                 "spec": spec,
