@@ -91,6 +91,8 @@ def notebook(name: str) -> dict[str, Any]:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": name}},
+            # a notebook holds its type's maximum of one GPU: replaced, not surged
+            "strategy": {"type": "Recreate"},
             "template": {
                 # the gate requires a notebook to say when it may be stopped (admission only;
                 # the controller's idle rule is the workload type's)

@@ -39,6 +39,17 @@ def operators(kube: LocalCluster, volcano: Any) -> Iterator[LocalOperators]:
     finally:
         _LOG_SOURCES.pop("operators", None)
         runner.stop()
+        # The control plane is shared with the tests that follow: stopped operators' webhooks
+        # (failurePolicy Fail) would refuse every later object of their kinds.
+        for op in OPERATORS.values():
+            for kind in ("Mutating", "Validating"):
+                kube.kubectl(
+                    "delete",
+                    f"{kind.lower()}webhookconfiguration",
+                    f"{op.name}-{kind.lower()}-webhook-configuration",
+                    "--ignore-not-found",
+                    check=False,
+                )
 
 
 def items(kube: LocalCluster, kind: str, selector: str) -> list[dict[str, Any]]:
