@@ -104,7 +104,7 @@ def test_a_team_service_account_records_a_checkpoint_and_nothing_else(
     but patch (no get, no delete, not in another team's namespace)."""
     from localfleet.scenario import H100, _pod_spec, deployment
     from tests.components.live_gate import create, live_gate, queue_defaults
-    from tests.components.test_queue_defaults import serving_fleet
+    from tests.localfleet.test_queue_defaults_live import serving_fleet
 
     ns = "vt-beta"
     with (
