@@ -73,6 +73,13 @@ a real node, where the controller runs on the host): the API server requires an 
 this one can never be pulled (`.invalid` is a reserved domain), so nothing runs by mistake."""
 
 
+def shard_configmaps(name: str) -> list[str]:
+    """The ConfigMaps of the sharded documents beside the kept one (fleet/opa_shards.py)."""
+    from fleet.opa_shards import SHARDED, SHARDS, shard_configmap
+
+    return [shard_configmap(name, doc, i) for doc in SHARDED for i in range(SHARDS)]
+
+
 def controller_cluster_rules() -> list[dict[str, Any]]:
     """Everything the controller does cluster-wide, and nothing more (no Secrets, no `*`)."""
     read = ["get", "list", "watch"]
@@ -155,9 +162,14 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
             {
                 "apiGroups": [""],
                 "resources": ["configmaps"],
-                "resourceNames": [kept.partition("/")[2]],
+                "resourceNames": [
+                    kept.partition("/")[2],
+                    *shard_configmaps(kept.partition("/")[2]),
+                ],
                 "verbs": ["get", "patch"],
             },
+            # the parts are read in one list of the controller's ConfigMaps (fleet/opa_shards.py)
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
         ]
     if config.opa.deploy:
         rules.append(

@@ -157,14 +157,22 @@ def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
             "verbs": ["get", "patch"],
         },
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
-        # the documents OPA loads at start: this one ConfigMap
+        # the documents OPA loads at start: this ConfigMap and the sharded documents' parts
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "resourceNames": ["fleetplane-opa-controller-data"],
+            "resourceNames": [
+                "fleetplane-opa-controller-data",
+                *(
+                    f"fleetplane-opa-controller-data-{doc}-{i}"
+                    for doc in ("reservations", "workloads")
+                    for i in range(16)
+                ),
+            ],
             "verbs": ["get", "patch"],
         },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
         {
             "apiGroups": ["discovery.k8s.io"],
             "resources": ["endpointslices"],
