@@ -14,30 +14,11 @@ from typing import Any
 
 import pytest
 
-from components.queue_defaults import queue_defaults_manifests, team_queues
 from fleet.config import FleetConfig
 from localfleet.scenario import A100, H100, _pod_spec, batch_job, deployment
 from tests.components.live_gate import create, live_gate, queue_defaults
 
 QUEUE = "scheduling.volcano.sh/queue-name"
-
-
-def test_one_policy_and_binding_per_shape_for_the_team_namespaces(
-    stack_fleets: dict[str, FleetConfig],
-) -> None:
-    fleet = stack_fleets["dev"]
-    manifests = queue_defaults_manifests(fleet)
-    kinds = [(m["kind"], m["metadata"]["name"]) for m in manifests]
-    assert len(kinds) == 6
-    queues = team_queues(fleet)
-    assert queues["serving-canary"] == "serving"
-    for m in manifests:
-        if m["kind"] == "MutatingAdmissionPolicyBinding":
-            (expression,) = m["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-            assert expression["values"] == sorted(queues)
-            assert fleet.system_namespace not in expression["values"]
-        else:
-            assert m["spec"]["failurePolicy"] == "Fail"
 
 
 def serving_fleet(fleet: FleetConfig) -> FleetConfig:
