@@ -383,33 +383,7 @@ class HealthLab:
             )
         message = termination_message(json.loads(out.getvalue()))
         self.validated.append(f"{node}:{code}")
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.client.merge_patch(
-            pod_path(raw["metadata"]["namespace"], raw["metadata"]["name"]) + "/status",
-            {
-                "status": {
-                    "phase": "Succeeded" if code == 0 else "Failed",
-                    "containerStatuses": [
-                        {
-                            "name": container["name"],
-                            "image": container["image"],
-                            "imageID": "",
-                            "ready": False,
-                            "restartCount": 0,
-                            "state": {
-                                "terminated": {
-                                    "exitCode": code,
-                                    "reason": "Completed",
-                                    "message": message,
-                                    "startedAt": stamp,
-                                    "finishedAt": stamp,
-                                }
-                            },
-                        }
-                    ],
-                }
-            },
-        )
+        self._terminate(raw, code, message)
 
     # the controller's turn --------------------------------------------------------------------
 
