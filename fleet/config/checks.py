@@ -427,6 +427,12 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "controller's image has no NVML binding)",
         )
     gateway = config.observability.pushgateway
+    if gateway.deploy and gateway.image is None:
+        add(
+            "observability.pushgateway.image",
+            "required with deploy: true: the Pushgateway's image by digest "
+            "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
+        )
     if not gateway.deploy and gateway.url is None:
         add(
             "observability.pushgateway.url",

@@ -147,8 +147,9 @@ class PushgatewayConfig(ConfigModel):
     deploy: bool = True
     """Run a Pushgateway in the system namespace (Deployment, Service, ServiceMonitor); false
     when one runs elsewhere (the local stack runs it on loopback). Default true."""
-    image: str = "quay.io/prometheus/pushgateway:v1.5.1"
-    """Pinned Pushgateway image. Default quay.io/prometheus/pushgateway:v1.5.1."""
+    image: ImageByDigest | None = None
+    """The Pushgateway's image by digest (`REPOSITORY@sha256:...`; `fleetplane image build` builds
+    it from the pinned binary, like OPA's). Required with `deploy: true`. Default None."""
     url: str | None = None
     """Base URL the controller pushes to; None for the in-cluster Service. Default None."""
 
