@@ -61,6 +61,11 @@ def local_karpenter(raw: dict[str, Any]) -> None:
     raw["teams"][0]["quota"] = {"nvidia.com/gpu": 16}
 
 
+def eks_all_karpenter(raw: dict[str, Any]) -> None:
+    to_eks(raw)
+    raw["clusters"][0]["autoscaler"] = "karpenter"
+
+
 def by_name(declared: list[Any]) -> dict[str, dict[str, Any]]:
     return {r.inputs["metadata"]["name"]: r.inputs for r in declared}
 
@@ -157,7 +162,7 @@ def test_local_pools_use_the_kwok_node_class_and_gpu_labels(
             "GKE pools scale with GKE's autoscaler",
         ),
         (
-            lambda raw: (to_eks(raw), raw["clusters"][0].update(autoscaler="karpenter")),
+            eks_all_karpenter,
             "clusters[eks].pools[h100-mig].driver_manager",
             "use driver_manager cloud",
         ),

@@ -2,9 +2,9 @@
 // (package sigs.k8s.io/karpenter/kwok) from a pinned release; the release's
 // go.mod has no `replace` lines, so the wrapper only requires it and keeps
 // the dependency versions the release selects. v1.8.2 is the newest release
-// built against the Kubernetes client libraries v0.34, the line the other
-// tools use. To change the version: edit the require line and run
-// `go mod tidy`.
+// built against the Kubernetes client libraries v0.34, the line of the
+// workload operators (tools/go/operators). To change the version: edit the
+// require line and run `go mod tidy`.
 module fleetplane.dev/tools/karpenter
 
 go 1.25.5
