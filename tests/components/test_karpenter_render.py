@@ -81,3 +81,15 @@ def test_pools_sharing_a_machine_type_must_agree(fleet_from: FleetFrom) -> None:
     fleet = fleet_from(edit)
     with pytest.raises(ValueError, match="one instance type per name"):
         kwok_instance_types(fleet, fleet.clusters[0])
+
+
+def test_local_karpenter_pools_start_without_static_fake_nodes(fleet_from: FleetFrom) -> None:
+    from localfleet.fakenodes import local_fake_pools
+
+    def edit(raw: dict[str, Any]) -> None:
+        local_karpenter(raw)
+        raw["clusters"][0]["pools"][0]["autoscaler"] = "managed"
+
+    fleet = fleet_from(edit)
+    # the pool that chose `managed` keeps its static nodes; Karpenter makes the other's
+    assert [p.name for p in local_fake_pools(fleet)] == ["h100-ondemand"]
