@@ -5,15 +5,25 @@ rules read them; when the pods go, the empty nodes are consolidated away."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from fleet.config import parse_fleet
+from fleet.config import FleetConfig, parse_fleet
+from fleet.karpenter import karpenter_manifests
+from localfleet.binaries import bin_dir
 from localfleet.controlplane import LocalCluster
-from localfleet.karpenter import LocalKarpenter, karpenter_cluster
+from localfleet.karpenter import (
+    LocalKarpenter,
+    ensure_karpenter,
+    karpenter_cluster,
+    stop_karpenter,
+)
+from localfleet.processes import alive
 from tests.components.component_testkit import minimal_raw_fleet
+from tests.components.test_karpenter import eks_karpenter
 from tests.conftest import _LOG_SOURCES
 from tests.localfleet.test_volcano import container, wait_for
 
@@ -55,11 +65,46 @@ def karpenter_fleet(raw: dict[str, Any]) -> None:
     raw["teams"][0]["quota"] = {"nvidia.com/gpu": 16}
 
 
-@pytest.fixture(scope="module")
-def karpenter(kube: LocalCluster) -> Iterator[LocalKarpenter]:
+def local_fleet() -> FleetConfig:
     raw = minimal_raw_fleet()
     karpenter_fleet(raw)
+    return parse_fleet(raw)
+
+
+def test_up_starts_karpenter_once_and_down_stops_it(kube: LocalCluster) -> None:
+    """`fleetplane up`'s path: the CRDs and a detached Karpenter, found again by its pid file
+    (a second `up` starts nothing), the NodePools left to Pulumi; `down` stops it."""
+    fleet = local_fleet()
+    ensure_karpenter(kube, fleet, bin_dir=bin_dir(), log=lambda message: None)
+    local = karpenter_cluster(fleet)
+    assert local is not None
+    found = LocalKarpenter(cluster=kube, fleet=fleet, fleet_cluster=local)
+    try:
+        pid = found.supervisor.pid()
+        assert pid is not None and alive(pid)
+        assert not kube.get_json("nodepools")["items"]
+        ensure_karpenter(kube, fleet, bin_dir=bin_dir(), log=lambda message: None)
+        assert found.supervisor.pid() == pid
+    finally:
+        stop_karpenter(kube, fleet)
+    assert found.supervisor.pid() is None and not alive(pid)
+
+
+def test_eks_nodepools_pass_the_release_validation(kube: LocalCluster) -> None:
+    """The EKS NodePools (EC2NodeClass is the AWS provider's CRD, not here) as the pinned
+    release's NodePool CRD judges them: its schema and CEL rules, on a server-side dry run."""
+    raw = minimal_raw_fleet()
+    eks_karpenter(raw)
     fleet = parse_fleet(raw)
+    pools = [m for m in karpenter_manifests(fleet, fleet.clusters[0]) if m["kind"] == "NodePool"]
+    assert len(pools) == 2
+    for pool in pools:
+        kube.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(pool))
+
+
+@pytest.fixture(scope="module")
+def karpenter(kube: LocalCluster) -> Iterator[LocalKarpenter]:
+    fleet = local_fleet()
     local = karpenter_cluster(fleet)
     assert local is not None
     runner = LocalKarpenter(cluster=kube, fleet=fleet, fleet_cluster=local, detached=False)
