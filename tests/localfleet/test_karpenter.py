@@ -6,6 +6,7 @@ rules read them; when the pods go, the empty nodes are consolidated away."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,3 +224,45 @@ def test_pending_gang_brings_nodes_of_its_pool_and_empty_ones_go(
     kube.kubectl("delete", "pods", "-n", namespace, "-l", "job in (train,batch)", "--wait=false")
     wait_for("Karpenter's empty nodes removed", lambda: not karpenter_nodes(kube), 180)
     assert not kube.get_json("nodeclaims")["items"]
+
+
+def test_a_volcano_gang_waits_whole_then_runs_on_nodes_karpenter_brings(
+    kube: LocalCluster, karpenter: LocalKarpenter, volcano: Any
+) -> None:
+    """The product's gangs are Volcano's: a Volcano Job of two 8-GPU members in a team queue,
+    pending whole (no node of its pool exists), brings two nodes and runs on them."""
+    job = f"kgang-{uuid.uuid4().hex[:6]}"
+    member = gang("vt-beta", job, 1, ON_DEMAND, spot=False)[0]["spec"]
+    kube.apply(
+        [
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": job, "namespace": "vt-beta"},
+                "spec": {
+                    "minAvailable": 2,
+                    "queue": "vt-beta",
+                    "schedulerName": "volcano",
+                    "tasks": [
+                        {
+                            "name": "worker",
+                            "replicas": 2,
+                            "template": {
+                                "metadata": {"labels": {"job": job}},
+                                "spec": {**member, "restartPolicy": "Never"},
+                            },
+                        }
+                    ],
+                },
+            }
+        ]
+    )
+    try:
+        nodes = wait_for(
+            "the Volcano gang running", lambda: running_on(kube, "vt-beta", job, 2), 240
+        )
+        assert len(set(nodes)) == 2
+        assert {n["metadata"]["name"] for n in karpenter_nodes(kube, ON_DEMAND)} >= set(nodes)
+    finally:
+        kube.kubectl("delete", "jobs.batch.volcano.sh", job, "-n", "vt-beta", "--wait=false")
+    wait_for("Karpenter's empty nodes removed", lambda: not karpenter_nodes(kube), 180)
