@@ -71,8 +71,7 @@ class LocalKarpenter:
 
     @property
     def work_dir(self) -> Path:
-        assert self.cluster.data_dir is not None
-        return self.cluster.data_dir / "karpenter"
+        return work_dir(self.cluster)
 
     def start(self, *, timeout: float = 120.0, pools: bool = True) -> LocalKarpenter:
         """Install the CRDs, start the process and wait for its readiness; with `pools`, apply
@@ -175,8 +174,13 @@ def ensure_karpenter(
     log(f"karpenter-kwok up in {time.monotonic() - started:.1f}s (as {IDENTITY})")
 
 
-def stop_karpenter(cluster: LocalCluster, fleet: FleetConfig) -> None:
-    """What `fleetplane down` runs: stop the Karpenter `up` started (found by its pid file)."""
-    local = karpenter_cluster(fleet)
-    if local is not None:
-        LocalKarpenter(cluster=cluster, fleet=fleet, fleet_cluster=local).stop()
+def work_dir(cluster: LocalCluster) -> Path:
+    """Karpenter's files: kubeconfig, instance types, log, and (detached) its pid file."""
+    assert cluster.data_dir is not None
+    return cluster.data_dir / "karpenter"
+
+
+def stop_karpenter(cluster: LocalCluster) -> None:
+    """What `fleetplane down` runs: stop the Karpenter `up` started, found by its pid file (the
+    fleet configuration is not read: `down` works with a broken one too)."""
+    Supervisor("karpenter", work_dir(cluster), detached=True).stop()

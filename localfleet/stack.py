@@ -350,7 +350,7 @@ class LocalStack(StackLayout):
         self.controller.admission_keeper.stop()
         self.services.stop()
         stop_operators(self.cluster)
-        stop_karpenter(self.cluster, self.fleet())
+        stop_karpenter(self.cluster)
         self.volcano.stop()
         self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))

@@ -87,7 +87,7 @@ def test_up_starts_karpenter_once_and_down_stops_it(kube: LocalCluster) -> None:
         ensure_karpenter(kube, fleet, bin_dir=bin_dir(), log=lambda message: None)
         assert found.supervisor.pid() == pid
     finally:
-        stop_karpenter(kube, fleet)
+        stop_karpenter(kube)
     assert found.supervisor.pid() is None and not alive(pid)
 
 
