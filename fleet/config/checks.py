@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleet import catalog, labels
+from fleet.config.autoscaling import check_autoscaling
 from fleet.config.clusters import ClusterConfig, PoolConfig
 from fleet.config.errors import Problem
 from fleet.config.schema import FleetConfig
@@ -128,6 +129,7 @@ def _check_clusters(config: FleetConfig, add: Any) -> None:
                     add(f"{at}.{field}", "required for provider gcp")
         for pool in cluster.pools:
             _check_pool(config, cluster, pool, f"{at}.pools[{pool.name}]", team_names, add)
+        check_autoscaling(cluster, at, add)
 
 
 def _check_pool(
