@@ -435,7 +435,8 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "required with deploy: true: the Pushgateway's image by digest "
             "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
         )
-    if not gateway.deploy and gateway.url is None:
+    # Only a controller that runs pushes: without one, no Pushgateway is needed anywhere.
+    if not gateway.deploy and gateway.url is None and controller.deploy:
         add(
             "observability.pushgateway.url",
             "required when pushgateway.deploy is false (the Pushgateway runs elsewhere)",
