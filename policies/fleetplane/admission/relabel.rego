@@ -14,13 +14,13 @@ import data.fleetplane.lib.workloads
 
 # METADATA
 # description: >-
-#   The keys a pod keeps from its admission, as [label or annotation, key]:
-#   the workload type label, the queue label of KubeRay's and Volcano's
-#   integrations, and Volcano's queue annotation.
+#   The keys a pod keeps from its admission, as [labels or annotations,
+#   key]: the workload type label and the queue label of Volcano's
+#   integrations. Volcano's queue annotation is judged on every update by
+#   queue.rego (only the team's one queue), which leaves nothing to dodge.
 admission_fixed_keys := [
 	["labels", lib.keys.workload_type],
 	["labels", ray_queue_label],
-	["annotations", lib.volcano_keys.queue_name],
 ]
 
 deny contains msg if {
