@@ -42,10 +42,12 @@ fast_cost_verdict(null, _, _, who) := [[], [unbounded_exempt_warning(who.where, 
 	budget.exempt(who.team, who.type)
 }
 
-# The team's unexpired reservations not of this object (budget.reserved),
-# without computing the object's uids when the team has none.
+# The team's unexpired reservations not of this object (budget.reserved:
+# the controller's and those made at admission), without computing the
+# object's uids when the team has none.
 fast_reserved(team, _) := 0 if {
 	not data.fleetplane.reservations[team]
+	not data.fleetplane.admitted[team]
 } else := budget.reserved(team, now, object_uids) if {
 	now := time.now_ns()
 }
