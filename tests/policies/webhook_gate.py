@@ -18,6 +18,7 @@ from typing import Any
 
 from components.certificates import server_bundle
 from components.policy_gate import webhook_rules
+from controller.admission_front import AdmissionFront, serve
 from fleet.config import parse_fleet
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
@@ -28,8 +29,11 @@ CORPUS_CONFIG = Path(__file__).parents[2] / "policyreview/corpus/config.json"
 
 
 @contextmanager
-def gated_namespace(kube: LocalCluster, work: Path, prefix: str) -> Iterator[str]:
-    """A new namespace of the team `research` behind the gate; removed on exit."""
+def gated_namespace(
+    kube: LocalCluster, work: Path, prefix: str, *, front: bool = False
+) -> Iterator[str]:
+    """A new namespace of the team `research` behind the gate; removed on exit. With `front`,
+    the webhook calls the admission front (controller/admission_front.py) before OPA."""
     pem = server_bundle(["127.0.0.1"], validity_days=1)
     files = {}
     for key, name in (("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
@@ -67,6 +71,14 @@ def gated_namespace(kube: LocalCluster, work: Path, prefix: str) -> Iterator[str
             }
         ],
     }
+    server = None
+    if front:
+        server = serve(
+            AdmissionFront(opa.url), "127.0.0.1", 0, tls=(files["tls.crt"], files["tls.key"])
+        )
+        hook["webhooks"][0]["clientConfig"]["url"] = (
+            f"https://127.0.0.1:{server.server_address[1]}/"
+        )
     kube.apply([hook])
     try:
         time.sleep(2)  # the API server picks up the new webhook
@@ -74,6 +86,8 @@ def gated_namespace(kube: LocalCluster, work: Path, prefix: str) -> Iterator[str
     finally:
         kube.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
         kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        if server is not None:
+            server.shutdown()
         opa.stop()
 
 
