@@ -12,12 +12,17 @@ configuration (a monthly budget of $50,000 for team research); each pod holds 8 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
+from controller.admission_front import AdmissionFront
 from localfleet.controlplane import LocalCluster
+from tests.policies.builders import training
+from tests.policies.conftest import Gate
 from tests.policies.test_lifetime_webhook import pod
 from tests.policies.webhook_gate import create, gated_namespace
 
@@ -73,3 +78,23 @@ def test_straight_to_opa_both_are_admitted(kube: LocalCluster, direct: str) -> N
     # The race the front closes: each priced against the same headroom.
     results = submit_together(kube, direct)
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+
+
+def test_a_reservation_that_cannot_be_written_refuses(gate: Gate) -> None:
+    """Fail closed: OPA allows the workload, but its entry cannot be written (here the
+    document it goes in is not an object), so the front refuses and says why."""
+    review = training().deadline(1_000_000).review()
+    review["request"]["object"]["metadata"]["uid"] = str(uuid.uuid4())
+    body = orjson.dumps(review)
+    front = AdmissionFront(gate.server.url)
+    gate.server.put_data("fleetplane/admitted", {})
+    assert orjson.loads(front.review(body))["response"]["allowed"] is True
+    assert front.reserved == 1
+    gate.server.put_data("fleetplane/admitted", "not a document")
+    try:
+        answer = orjson.loads(front.review(body))["response"]
+    finally:
+        gate.server.put_data("fleetplane/admitted", {})
+    assert answer["allowed"] is False
+    assert answer["status"]["message"].startswith("admission-front: could not write")
+    assert front.reserved == 1
