@@ -19,6 +19,7 @@ do).
 - Fail closed: an entry that cannot be written refuses the review that would have reserved it
   (the API server's `failurePolicy: Fail` does the same when the front is down).
 - What it forwards it does not judge: OPA's answer is returned as it came, the entry aside.
+- It deletes the entries it wrote once they lapse, at its next write.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class AdmissionFront:
         self._verify = verify
         self._session = requests.Session()
         self._lock = threading.Lock()
+        self._written: dict[tuple[str, str], int] = {}
 
     def review(self, body: bytes) -> bytes:
         """The AdmissionReview answer to the review in `body`, its reservation written."""
@@ -107,6 +109,28 @@ class AdmissionFront:
         )
         reply.raise_for_status()
         self.reserved += 1
+        self._written[(team, uid)] = entry["expires_at"]
+        self._drop_lapsed()
+
+    def _drop_lapsed(self) -> None:
+        """Delete the entries this front wrote that have lapsed (the gate ignores them already;
+        this keeps the document from growing with every workload ever admitted). A failure is
+        left for the next write to try again."""
+        now = self.clock()
+        for (team, uid), expires_at in list(self._written.items()):
+            if expires_at > now:
+                continue
+            try:
+                reply = self._session.delete(
+                    f"{self.opa_url}{ADMITTED}/{team}/{uid}",
+                    headers=self._headers,
+                    timeout=self.timeout,
+                    verify=self._verify,
+                )
+            except requests.RequestException:
+                return
+            if reply.status_code in (204, 404):
+                del self._written[(team, uid)]
 
 
 def refusal(answer: dict[str, Any], why: str) -> dict[str, Any]:

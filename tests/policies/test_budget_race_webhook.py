@@ -98,3 +98,21 @@ def test_a_reservation_that_cannot_be_written_refuses(gate: Gate) -> None:
     assert answer["allowed"] is False
     assert answer["status"]["message"].startswith("admission-front: could not write")
     assert front.reserved == 1
+
+
+def test_the_front_deletes_the_entries_it_wrote_once_they_lapse(gate: Gate) -> None:
+    now = [1_800_000_000.0]
+    front = AdmissionFront(gate.server.url, hold_seconds=60, clock=lambda: now[0])
+    gate.server.put_data("fleetplane/admitted", {})
+    uids = [str(uuid.uuid4()), str(uuid.uuid4())]
+    try:
+        for uid in uids:
+            review = training().deadline(3600).review()
+            review["request"]["object"]["metadata"]["uid"] = uid
+            assert orjson.loads(front.review(orjson.dumps(review)))["response"]["allowed"]
+            now[0] += 120  # the first entry lapses before the second is written
+        held = gate.server.query("fleetplane/admitted/research")
+    finally:
+        gate.server.put_data("fleetplane/admitted", {})
+    assert set(held) == {uids[1]}
+    assert held[uids[1]]["expires_at"] == 1_800_000_000 + 120 + 60
