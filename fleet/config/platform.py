@@ -188,6 +188,12 @@ class ObservabilityConfig(ConfigModel):
     controller_stale_seconds: int = Field(default=1800, ge=60)
     """No successful controller pass for this long fires FleetplaneControllerNotRunning.
     Default 1800."""
+    fragmented_gpus_alert_share: float = Field(default=0.1, gt=0, le=1)
+    """A pool whose fragmented accelerators (free ones the fleet's typical pods cannot use,
+    the controller's `fragmentation` concern) stay above this share of its allocatable ones
+    for `fragmented_alert_for_seconds` fires FleetplanePoolGpusFragmented. Default 0.1."""
+    fragmented_alert_for_seconds: int = Field(default=1800, ge=0)
+    """How long the fragmented share must stay above the line. Default 1800."""
     carbon_intensity_g_per_kwh: dict[str, float] = Field(default_factory=dict)
     """Grid carbon intensity (gCO2eq/kWh) per cluster region, over the catalog's defaults
     (`fleet.catalog.CARBON_INTENSITY_G_PER_KWH`, with their source). Default none."""

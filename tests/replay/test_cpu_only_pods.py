@@ -100,9 +100,7 @@ def test_a_list_with_more_cpu_demand_changes_the_waits_and_the_bill(
     opa_server: OpaServer, tmp_path: Path
 ) -> None:
     gpu_only = scenario_figures(replay_list(opa_server, tmp_path / "a", GPU_PODS, FLEET))
-    with_cpu = scenario_figures(
-        replay_list(opa_server, tmp_path / "b", GPU_PODS + CPU_PODS, FLEET)
-    )
+    with_cpu = scenario_figures(replay_list(opa_server, tmp_path / "b", GPU_PODS + CPU_PODS, FLEET))
     # GPU pods alone: one node, asked for at 1000 s, ready at 1300 s; both run 1300-4900 s and
     # the node goes 600 s after it empties, at 5500 s: 4,500 s of 2 T4 GPUs; both waited 300 s.
     assert gpu_only["cost_usd"]["total"] == pytest.approx(4500 / HOUR * 2 * T4, abs=0.01)
@@ -161,9 +159,11 @@ def test_the_reservation_counts_each_idle_gpu() -> None:
             {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
         )
 
+    pool = _Pool()
+
     class _Fleet:
-        pools = [_Pool()]
+        pools = (pool,)
 
     work = CpuWork(_Fleet(), [], single_ratio(3))  # type: ignore[arg-type]
     assert work.reserve == {"p": 3000}
-    assert work.pools == [_Fleet.pools[0]]
+    assert work.pools == [pool]
