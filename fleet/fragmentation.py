@@ -13,6 +13,11 @@ every node at once (replay/pack/fragmentation.py, which a test holds to this one
 - A node's fragmentation is the frequency-weighted sum over the typical pods
   (`node_fragmentation`, milli-GPUs); a pool's or a cluster's is the sum over its nodes.
 
+`reserved_cpu_per_idle_gpu` is the CPU a pod without GPUs should leave per idle GPU of a node,
+derived from the node's own shape (docs/replay.md, "A reservation per node shape"): the replay
+measures it, and a placement that sees each node (a scheduler extender's predicate) can
+enforce it; Volcano's own predicate takes one ratio for every node.
+
 What is not observed is not counted: a node whose free CPU is unknown (`cpu_left=None`) lets
 every typical pod's CPU fit, so only the GPUs' own fragmentation is measured there.
 """
@@ -123,3 +128,26 @@ def node_fragmentation(node: NodeRoom, typical: Sequence[TypicalPod]) -> float:
 def fragmented_gpus(nodes: Iterable[NodeRoom], typical: Sequence[TypicalPod]) -> float:
     """The nodes' fragmentation in GPUs: free GPUs the typical workload cannot use."""
     return sum(node_fragmentation(n, typical) for n in nodes) / MILLI
+
+
+RESERVE_SHARE_OF_NODE = 0.9
+"""Of a node's cores per GPU, the share kept per idle GPU: a tenth of every node's CPU stays
+open to pods without GPUs even when all its GPUs are idle, so no shape locks them out."""
+RESERVE_CAP_MILLI = 12_000
+"""At most 12 cores per idle GPU: the trace's GPU pods ask for a median 11.4 cores per GPU, so a
+node with many cores per GPU (the trace's T4 nodes: 52) keeps what GPU pods use, not all."""
+
+
+def reserved_cpu_per_idle_gpu(
+    cpu_milli: int,
+    gpus: int,
+    *,
+    share: float = RESERVE_SHARE_OF_NODE,
+    cap_milli: int = RESERVE_CAP_MILLI,
+) -> int:
+    """Milli-cores a pod without GPUs must leave idle per idle GPU of a node with `cpu_milli`
+    and `gpus`: `share` of the node's own cores per GPU, at most `cap_milli`; 0 for a node
+    without GPUs."""
+    if gpus <= 0 or cpu_milli <= 0:
+        return 0
+    return min(cap_milli, int(share * cpu_milli / gpus))

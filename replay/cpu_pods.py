@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleet import labels as keys
+from fleet.fragmentation import reserved_cpu_per_idle_gpu
 from replay.events import CPU_ARRIVE, CPU_COMPLETE, EMPTY_CHECK
 from replay.objects import MILLI, PoolSpec, SimNode, State
 from replay.trace import TracePod
@@ -87,6 +88,11 @@ def single_ratio(cores: float | None) -> ReservePerIdleGpu:
     GPU), none for None."""
     milli = round((cores or 0) * 1000)
     return lambda _pool: milli
+
+
+def per_shape(pool: PoolSpec) -> int:
+    """Each pool's own reservation, from its node shape (`fleet.fragmentation`)."""
+    return reserved_cpu_per_idle_gpu(pool.cpu_milli, pool.gpus_per_node)
 
 
 class CpuWork:

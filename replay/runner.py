@@ -18,6 +18,7 @@ from typing import Any
 
 import replay.controller_pass  # noqa: F401  (imported once, before workers fork)
 from localfleet.servers import OpaServer
+from replay.cpu_pods import ReservePerIdleGpu
 from replay.engine import Replay, Settings
 from replay.node_pools import node_shapes, pool_gpus
 from replay.opa import BatchClient
@@ -101,10 +102,12 @@ def run_scenario(
     progress: Progress | None = None,
     *,
     cpu_pods: Sequence[TracePod] = (),
+    reserve: ReservePerIdleGpu | None = None,
 ) -> Replay:
     """One scenario against an OPA that holds the project's policies: the batch module and
     the scenario's configuration are written to it first. `cpu_pods`: the trace's pods
-    without GPUs, replayed beside the GPU pods (`replay.cpu_pods`)."""
+    without GPUs, replayed beside the GPU pods (`replay.cpu_pods`); `reserve`: the CPU they
+    leave per idle GPU of a pool's nodes (default: the scenario's Volcano configuration's)."""
     policy.install()
     policy.put_config(scenario.document)
     policy.put_data("fleetplane/spend", {})
