@@ -15,6 +15,9 @@ FGD places a pod where this sum grows least. To score every node for every pod q
 node keeps, per typical pod, how many GPUs have room for it (`room`) and how many milli-GPUs
 sit on GPUs too small for it (`stranded`); a placement changes these only on the GPUs it
 touches, so the fragmentation after a hypothetical placement is a few array operations.
+
+The measure is `fleet.fragmentation`'s (the controller exports it per pool), vectorised here;
+`tests/replay/test_fragmentation_measure.py` holds the two to the same number for every node.
 """
 
 from __future__ import annotations
@@ -25,12 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleet.fragmentation import POPULARITY
 from replay.pack.cluster import MILLI, Cluster
 from replay.trace import PodRequest
-
-POPULARITY = 0.95
-"""Share of the workload's pods the typical pods cover (the simulator's experiments:
-`--pod-popularity-threshold 95`)."""
 
 Shape = tuple[int, int, int, tuple[str, ...]]
 
