@@ -568,9 +568,10 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     add("")
     add(
         f"`{trace['source']}`: {trace['gpu_pods']:,} pods ask for GPUs "
-        f"and {trace.get('cpu_only_pods', 0):,} for CPU only "
-        f"({trace['sharing_pods']:,} of them a share of one GPU; left out: "
-        f"{', '.join(f'{v:,} {k}' for k, v in trace['skipped'].items())}), "
+        f"({trace['sharing_pods']:,} of them a share of one GPU) and "
+        f"{trace.get('cpu_only_pods', 0):,} for CPU only, replayed on the GPU nodes as the "
+        "traced cluster ran them (left out: "
+        f"{', '.join(f'{v:,} {k}' for k, v in trace['skipped'].items()) or 'none'}), "
         f"{trace['never_scheduled']:,} never scheduled by the traced cluster. At most "
         f"{trace['peak_gpus']} GPUs were held at once. The traced cluster had {trace['nodes']:,} "
         f"GPU nodes ({trace['node_gpus']:,} GPUs, most in nodes of {trace['gpus_per_node']}): the "
