@@ -48,7 +48,10 @@ class VolcanoConfig(ConfigModel):
     resource-strategy-fit proportional predicate; its scores stay off). Keeps CPU-only pods
     from taking the CPU that free GPUs need: on the Alibaba trace, 12 left 36-49 % fewer GPUs
     unallocated when the cluster is full (docs/replay.md, pack mode), at the price that a
-    CPU-only pod waits while a GPU-only node's idle GPUs hold the CPU it needs. Default None
+    CPU-only pod waits while a GPU-only node's idle GPUs hold the CPU it needs. One ratio for
+    every node (Volcano's predicate has no other): a pool with fewer cores per GPU takes no
+    CPU-only pod while all its GPUs are idle, so set it only where every GPU shape has at least
+    this many cores per GPU (docs/replay.md, "A reservation per node shape"). Default None
     (off)."""
 
 
