@@ -135,6 +135,16 @@ REGISTRY: tuple[Concern, ...] = (
         act=("controller.act.preempt",),
         step="controller.concerns.preempt:run",
     ),
+    Concern(
+        name="fragmentation",
+        description="Measure each pool's GPU fragmentation (free accelerators the fleet's "
+        "typical pods cannot use) and export it.",
+        phrase="GPU fragmentation",
+        settings=("models", "observability.fragmented_gpus_alert_share"),
+        decide=("controller.decide.fragmentation",),
+        act=("controller.act.fragmentation",),
+        step="controller.concerns.fragmentation:run",
+    ),
 )
 
 CONCERNS: tuple[str, ...] = tuple(concern.name for concern in REGISTRY)
