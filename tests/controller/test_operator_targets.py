@@ -358,3 +358,15 @@ def test_a_leaderworkerset_with_groups_nobody_judged_is_not_scaled() -> None:
     found = stop_operator_workload(runtime(kube), plan.target, plan, "why")
     assert isinstance(found, str) and "wants 2 groups" in found
     assert kube.patches == []
+
+
+def test_the_controllers_role_may_stop_every_operator_kind_it_knows() -> None:
+    """components/controller_job.py grants get and patch on exactly the kinds act.owners stops
+    (the components do not import the controller: the two lists are held together here)."""
+    from components.controller_job import OPERATOR_WORKLOADS
+    from controller.decide.operator_kinds import OPERATOR_KINDS
+
+    granted = {
+        (group, plural) for group, plurals in OPERATOR_WORKLOADS.items() for plural in plurals
+    }
+    assert granted == {(k.group, k.plural) for k in OPERATOR_KINDS.values()}
