@@ -16,7 +16,7 @@ from controller.act.idle import stop_workload
 from controller.act.owners import stop_operator_workload
 from controller.act.runtime import Runtime
 from controller.config import Settings
-from controller.decide.idle import PodJudgement, ReclaimPlan, Verdict
+from controller.decide.idle import PodJudgement, ReclaimPlan, Verdict, plan_idle
 from controller.decide.workloads import reclaim_target
 from controller.errors import ConflictError, NotFoundError
 from controller.observe.kube import object_path
@@ -370,3 +370,35 @@ def test_the_controllers_role_may_stop_every_operator_kind_it_knows() -> None:
         (group, plural) for group, plurals in OPERATOR_WORKLOADS.items() for plural in plurals
     }
     assert granted == {(k.group, k.plural) for k in OPERATOR_KINDS.values()}
+
+
+# --- a workload of several Jobs is judged whole -------------------------------------------------
+
+
+def test_a_jobsets_pods_of_several_jobs_are_reclaimed_only_together() -> None:
+    """A JobSet (or a TrainJob's JobSet) is one target across its Jobs: one busy pod of one Job
+    holds the whole; all idle, one reclaim of the whole."""
+    from tests.controller.test_decide_idle import RULES, idle_evidence
+
+    def node_pod(job: str) -> Any:
+        return (
+            a_pod(f"{job}-0")
+            .gpus(1)
+            .owned_by("Job", job, api_version="batch/v1")
+            .label("jobset.sigs.k8s.io/jobset-name", "tj")
+            .in_ns(NS)
+            .type("notebook")
+            .on("h100-0")
+            .warned(NOW - 1000, NOW - 100)
+            .build()
+        )
+
+    pods = [node_pod("tj-node-0"), node_pod("tj-node-1")]
+    some = plan_idle(pods, fleet(), idle_evidence("tj-node-0-0"), NOW, RULES)
+    assert some.reclaim == []
+    [(target, reason)] = some.held
+    assert target.key == f"JobSet/{NS}/tj" and "tj-node-1-0" in reason
+    every = plan_idle(pods, fleet(), idle_evidence("tj-node-0-0", "tj-node-1-0"), NOW, RULES)
+    [whole] = every.reclaim
+    assert whole.target.key == f"JobSet/{NS}/tj"
+    assert sorted(j.pod.name for j in whole.pods) == ["tj-node-0-0", "tj-node-1-0"]
