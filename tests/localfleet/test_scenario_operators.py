@@ -5,25 +5,24 @@ make is admitted and placed by Volcano in the team's queue, each workload one ga
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fleet import labels
 from fleet.config import FleetConfig
-from localfleet.controlplane import LocalCluster
 from localfleet.operators import LocalOperators
-from localfleet.scenario import GPU_TOLERATION, H100
-from localfleet.scenario_operators import install_platform_runtime, ray_job, train_job
-from tests.components.live_gate import create, live_gate
+from localfleet.scenario import A100, GPU_TOLERATION, SPOT_TOLERATION
+from localfleet.scenario_operators import submit_operator_work
+from tests.components.live_gate import live_gate
 from tests.localfleet.test_operators import (  # noqa: F401 (the fixture)
     NS,
     delete,
     operators,
     placed,
 )
-from tests.localfleet.test_volcano import name, wait_for
+from tests.localfleet.test_volcano import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -41,52 +40,26 @@ def funded(fleet: FleetConfig) -> FleetConfig:
     return fleet.model_copy(update={"teams": teams})
 
 
-def admitted(kube: LocalCluster, obj: dict[str, Any]) -> dict[str, Any]:
-    result = create(kube, obj)
-    assert result.returncode == 0, result.stderr
-    created: dict[str, Any] = json.loads(result.stdout)
-    return created
-
-
 def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
     operators: LocalOperators,  # noqa: F811
     volcano: Any,
     tmp_path: Path,
 ) -> None:
+    """`submit_operator_work` as the scenario calls it (spot A100s), in team vt-beta."""
     kube = operators.cluster
-    runtime = install_platform_runtime(kube, PRIORITY)
     with live_gate(kube, funded(volcano.fleet), tmp_path):
-        tj = name("tj")
-        rj = name("rj")
         try:
-            admitted(
+            refused = submit_operator_work(
                 kube,
-                train_job(
-                    tj,
-                    NS,
-                    NS,
-                    runtime=runtime,
-                    nodes=2,
-                    gpus=1,
-                    product=H100,
-                    scenario_labels=SCENARIO,
-                    tolerations=[GPU_TOLERATION],
-                ),
+                namespace=NS,
+                queue=NS,
+                node_selector={labels.GPU_PRODUCT: A100, labels.CAPACITY_TYPE: "spot"},
+                priority_class=PRIORITY,
+                scenario_labels=SCENARIO,
+                tolerations=[GPU_TOLERATION, SPOT_TOLERATION],
             )
-            admitted(
-                kube,
-                ray_job(
-                    rj,
-                    NS,
-                    NS,
-                    workers=1,
-                    gpus=1,
-                    priority_class=PRIORITY,
-                    product=H100,
-                    scenario_labels=SCENARIO,
-                    tolerations=[GPU_TOLERATION],
-                ),
-            )
+            assert refused == []
+            tj, rj = "tj-finetune", "rj-eval"
             nodes = placed(kube, f"jobset.sigs.k8s.io/jobset-name={tj}", 2)
             assert {p["spec"]["priorityClassName"] for p in nodes} == {PRIORITY}
             group = kube.get_json("podgroup", tj, "-n", NS)
@@ -103,5 +76,5 @@ def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
             assert group["spec"]["queue"] == NS
             assert group["spec"]["priorityClassName"] == PRIORITY
         finally:
-            delete(kube, "trainjob", tj)
-            delete(kube, "rayjob", rj)
+            delete(kube, "trainjob", "tj-finetune")
+            delete(kube, "rayjob", "rj-eval")
