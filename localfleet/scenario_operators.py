@@ -24,7 +24,7 @@ import copy
 from typing import Any
 
 from fleet import labels
-from localfleet.controlplane import LocalCluster
+from localfleet.controlplane import ClusterError, LocalCluster
 
 RELEASE_RUNTIME = "torch-distributed"
 """The Trainer release's ClusterTrainingRuntime, as the local fleet installs it (with the
@@ -233,7 +233,10 @@ def submit_operator_work(
     either way, and its account says so."""
     import json
 
-    runtime = install_platform_runtime(cluster, priority_class)
+    try:
+        runtime = install_platform_runtime(cluster, priority_class)
+    except ClusterError as error:  # the operators are not running: nothing of theirs to submit
+        return [("UNEXPECTED: the platform's training runtime", str(error).strip()[-500:])]
     work = [
         train_job(
             "tj-finetune",

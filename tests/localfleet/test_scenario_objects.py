@@ -8,6 +8,7 @@ import subprocess
 from typing import Any
 
 from fleet import labels
+from localfleet.controlplane import ClusterError
 from localfleet.scenario_operators import (
     platform_runtime,
     platform_runtime_name,
@@ -112,3 +113,25 @@ def test_a_refusal_is_reported_and_the_scenario_goes_on() -> None:
         ("UNEXPECTED: the RayJob rj-eval", "queue: no"),
     ]
     assert [o["metadata"]["name"] for o in cluster.applied] == ["torch-distributed.pc"]
+
+
+class NoOperators(RefusingCluster):
+    def get_json(self, *args: str) -> dict[str, Any]:
+        raise ClusterError(
+            "kubectl get clustertrainingruntime: the server doesn't have a resource type"
+        )
+
+
+def test_without_the_operators_the_scenario_goes_on() -> None:
+    cluster = NoOperators()
+    refused = submit_operator_work(
+        cluster,  # type: ignore[arg-type]
+        namespace="ml",
+        queue="research",
+        priority_class="pc",
+        **common(),
+    )
+    [(what, message)] = refused
+    assert what == "UNEXPECTED: the platform's training runtime"
+    assert "resource type" in message
+    assert cluster.applied == []
