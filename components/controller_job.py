@@ -122,6 +122,27 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
         },
         # suspend Jobs (a merge patch of spec.suspend)
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [*read, "patch"]},
+        # the operators' workloads, stopped through their own APIs (controller/act/owners.py):
+        # climb a pod's owners (GET), then one merge patch of the top with the record of why:
+        # spec.suspend of a TrainJob, JobSet, RayJob or RayCluster, spec.replicas of a
+        # LeaderWorkerSet (the object, not its scale subresource, so the record goes with it)
+        *operator_workload_rules(),
+    ]
+
+
+OPERATOR_WORKLOADS: dict[str, list[str]] = {
+    "trainer.kubeflow.org": ["trainjobs"],
+    "jobset.x-k8s.io": ["jobsets"],
+    "ray.io": ["rayjobs", "rayclusters"],
+    "leaderworkerset.x-k8s.io": ["leaderworkersets"],
+}
+"""The operators' kinds the controller stops (controller/decide/operator_kinds.py)."""
+
+
+def operator_workload_rules() -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [group], "resources": resources, "verbs": ["get", "patch"]}
+        for group, resources in OPERATOR_WORKLOADS.items()
     ]
 
 

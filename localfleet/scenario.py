@@ -30,6 +30,7 @@ from typing import Any
 
 from fleet import labels
 from localfleet.controlplane import LocalCluster
+from localfleet.scenario_operators import submit_operator_work
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-40GB"
@@ -472,6 +473,18 @@ class Scenario:
                     plain=True,
                 ),
             ]
+        )
+        # The operators' kinds, as ML teams write them: a TrainJob gang and a RayJob
+        # (localfleet.scenario_operators), through the gate, their operators and Volcano.
+        self.run_state.refused += submit_operator_work(
+            self.cluster,
+            namespace="ml-research",
+            queue=TEAM_QUEUES["ml-research"],
+            # on spot A100s, beside the notebooks: the on-demand H100s are the preemption's
+            node_selector={labels.GPU_PRODUCT: A100, labels.CAPACITY_TYPE: "spot"},
+            priority_class="fleetplane-training",
+            scenario_labels={SCENARIO_LABEL: "up"},
+            tolerations=[GPU_TOLERATION, SPOT_TOLERATION],
         )
         self.wait(
             "the first wave placed",

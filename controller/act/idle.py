@@ -18,10 +18,12 @@ from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
+from controller.act.owners import stop_operator_workload
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
+from controller.decide.operator_kinds import operator_kind
 from controller.decide.workloads import VOLCANO_JOB_API, Judged, StopItem, Target
 from controller.errors import (
     ConflictError,
@@ -246,11 +248,18 @@ def stop_workload(
     event_reason: str = "IdleReclaimed",
     failed_reason: str = "IdleReclaimFailed",
 ) -> ObjectRef | None:
-    """Stop the workload of `item` the least destructive way for its owner (`Target.method`);
+    """Stop the workload of `item` the least destructive way for its owner (`Target.method`;
+    an operator's workload through its own API, `act.owners`);
     the reference of what was written, or None when nothing was (gone, changed, already done).
     Shared with the lifetime concern (act.lifetime): `tag` names the Volcano Command, and
     `event_reason` is its reason; `failed_reason` that of the Event of a failed pod delete."""
     target = item.target
+    if operator_kind(target.api_version, target.kind) is not None:
+        stopped = stop_operator_workload(rt, target, item, why)
+        if isinstance(stopped, str):
+            _changed(rt, target, stopped)
+            return None
+        return stopped
     if target.method == "scale-to-zero":
         return _scale_to_zero(rt, target, item, why)
     if target.method == "suspend":

@@ -10,6 +10,13 @@ from enum import StrEnum
 from typing import Protocol
 
 from controller.config import FleetView
+from controller.decide.operator_kinds import (
+    JOBSET,
+    JOBSET_NAME_LABEL,
+    LEADERWORKERSET,
+    LWS_NAME_LABEL,
+    operator_kind,
+)
 from controller.observe.model import Pod, family
 from fleet import labels as keys
 
@@ -43,7 +50,11 @@ class Target:
     method: `scale-to-zero` (Deployment, StatefulSet, a ReplicaSet without a Deployment),
     `suspend` (batch Job), `abort` (Volcano Job, through a bus.volcano.sh Command), `delete`
     (a bare pod), or `unsupported` (any other owner: a DaemonSet would recreate its pod).
-    via: for a Deployment, the ReplicaSet the pod names (act confirms the ownership chain).
+    For an operator's kind (`decide.operator_kinds`: JobSet, LeaderWorkerSet, RayCluster; act
+    climbs to a JobSet's TrainJob or a RayCluster's RayJob) the method is the kind's own:
+    `suspend` (spec.suspend) or `scale-to-zero` (an LWS's spec.replicas).
+    via: the owner the pod names when it is not the target (a Deployment's ReplicaSet, a
+    JobSet's Job, an LWS's StatefulSet); act confirms the ownership chain.
     """
 
     api_version: str
@@ -78,11 +89,43 @@ class StopItem(Protocol):
     def pods(self) -> Sequence[Judged]: ...
 
 
+def operator_target(pod: Pod) -> Target | None:
+    """The operator's object a pod belongs to, as its owner and the operator's labels name it:
+    a JobSet's Job's pod (the JobSet's label), a LeaderWorkerSet's StatefulSet's pod (the LWS's
+    label), a pod an operator's kind owns itself (a RayCluster's head and workers). None for
+    any other pod. The labels only group the pods; act follows the owner references and acts
+    only when they lead to the object named here (`act.owners`)."""
+    owner = pod.owner
+    if owner is None:
+        return None
+    via: str | None = owner.name
+    if owner.kind == "Job" and owner.api_version.startswith("batch/"):
+        kind, name = JOBSET, pod.labels.get(JOBSET_NAME_LABEL)
+    elif owner.kind == "StatefulSet" and owner.api_version.startswith("apps/"):
+        kind, name = LEADERWORKERSET, pod.labels.get(LWS_NAME_LABEL)
+    elif (found := operator_kind(owner.api_version, owner.kind)) is not None:
+        kind, name, via = found, owner.name, None
+    else:
+        return None
+    if not name:
+        return None
+    return Target(
+        api_version=kind.api_version,
+        kind=kind.kind,
+        namespace=pod.namespace,
+        name=name,
+        method=kind.method,
+        via=via,
+    )
+
+
 def reclaim_target(pod: Pod) -> Target:
     owner = pod.owner
     ns = pod.namespace
     if owner is None:
         return Target(api_version="v1", kind="Pod", namespace=ns, name=pod.name, method="delete")
+    if (operator := operator_target(pod)) is not None:
+        return operator
     if owner.kind == "ReplicaSet":
         template_hash = pod.labels.get("pod-template-hash")
         if template_hash and owner.name.endswith(f"-{template_hash}"):

@@ -127,6 +127,12 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
         ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
         ("apps", "replicasets"): {"get", "list", "watch", "patch"},
         ("batch", "jobs"): {"get", "list", "watch", "patch"},
+        # the operators' workloads: read up the owner chain, suspend or scale the top
+        ("trainer.kubeflow.org", "trainjobs"): {"get", "patch"},
+        ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},
+        ("ray.io", "rayjobs"): {"get", "patch"},
+        ("ray.io", "rayclusters"): {"get", "patch"},
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "patch"},
     }
     got = {
         (group, resource): grants(rules, group, resource)

@@ -140,6 +140,20 @@ test_trainjob_is_its_nodes if {
 	workloads.pod_demand(t.template.spec) == {"nvidia.com/gpu": 8}
 }
 
+test_trainjob_on_a_platform_runtime_takes_its_priority_class if {
+	job := json.patch(trainjob({"image": "nvcr.io/x", "numNodes": 1}), [{"op": "replace", "path": "/spec/runtimeRef", "value": {"name": "torch-distributed.fleetplane-training"}}])
+	[t] := workloads.templates(job, "trainjob")
+	t.template.spec.priorityClassName == "fleetplane-training"
+}
+
+test_trainjob_on_another_runtime_names_no_priority_class if {
+	[t] := workloads.templates(trainjob({"image": "nvcr.io/x", "numNodes": 1}), "trainjob")
+	not t.template.spec.priorityClassName
+	namespaced := json.patch(trainjob({"image": "nvcr.io/x", "numNodes": 1}), [{"op": "replace", "path": "/spec/runtimeRef", "value": {"kind": "TrainingRuntime", "name": "mine.fleetplane-training-high"}}])
+	[n] := workloads.templates(namespaced, "trainjob")
+	not n.template.spec.priorityClassName
+}
+
 test_trainjob_without_nodes_is_unbounded if {
 	[t] := workloads.templates(trainjob({"image": "nvcr.io/x", "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}}), "trainjob")
 	t.bounded == false

@@ -24,7 +24,7 @@ templates(obj, "trainjob") := [{
 			"labels": object.union(trainjob_map(obj, ["metadata", "labels"]), object.union(trainjob_map(obj, ["spec", "labels"]), override.labels)),
 			"annotations": object.union(trainjob_map(obj, ["metadata", "annotations"]), object.union(trainjob_map(obj, ["spec", "annotations"]), override.annotations)),
 		},
-		"spec": object.union(override.spec, {"containers": [object.union(
+		"spec": object.union(object.union(runtime_placement(as_object(object.get(obj, "spec", {}))), override.spec), {"containers": [object.union(
 			{"name": "trainer", "resources": as_object(object.get(trainer, "resourcesPerNode", {}))},
 			object.filter(trainer, {"image", "env", "envFrom"}),
 		)]}),
@@ -42,6 +42,26 @@ templates(obj, "trainjob") := [{
 }
 
 trainjob_map(obj, path) := as_object(object.get(obj, path, {}))
+
+# METADATA
+# description: >-
+#   The priority class of a TrainJob's pods, as the platform's runtime names it.
+#   Trainer v2.1.0 gives a TrainJob no field for one (its pod template overrides
+#   have no priorityClassName): its pods take the runtime's. The platform's
+#   ClusterTrainingRuntimes (cluster-scoped: teams cannot write them) are named
+#   `<runtime>.<priority class>` and put that class in their templates, so the
+#   TrainJob is judged in it; the JobSet the Trainer makes from the runtime is
+#   judged again with the class it really carries. Any other runtime names none.
+runtime_placement(spec) := {"priorityClassName": class} if {
+	ref := as_object(object.get(spec, "runtimeRef", {}))
+	object.get(ref, "kind", "ClusterTrainingRuntime") == "ClusterTrainingRuntime"
+	name := object.get(ref, "name", "")
+	is_string(name)
+	parts := split(name, ".")
+	count(parts) > 1
+	class := parts[count(parts) - 1]
+	class != ""
+} else := {}
 
 # METADATA
 # description: >-

@@ -1,0 +1,80 @@
+"""The scenario's TrainJob and RayJob (localfleet.scenario_operators) through the real parts of
+`make up`: the gate (the project's policies in OPA behind the rendered webhook), the real
+operators and Volcano. Both are admitted as the team wrote them, and every pod their operators
+make is admitted and placed by Volcano in the team's queue, each workload one gang."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet import labels
+from fleet.config import FleetConfig
+from localfleet.operators import LocalOperators
+from localfleet.scenario import A100, GPU_TOLERATION, SPOT_TOLERATION
+from localfleet.scenario_operators import submit_operator_work
+from tests.components.live_gate import live_gate
+from tests.localfleet.test_operators import (  # noqa: F401 (the fixture)
+    NS,
+    delete,
+    operators,
+    placed,
+)
+from tests.localfleet.test_volcano import wait_for
+
+pytestmark = pytest.mark.integration
+
+PRIORITY = "fleetplane-training"
+SCENARIO = {"fleetplane.dev/scenario": "test"}
+
+
+def funded(fleet: FleetConfig) -> FleetConfig:
+    """The test fleet with team vt-beta's budget at the scenario's team's (ml-research's in the
+    local stack): the JobSet the Trainer makes is priced whole, with its runtime's retries."""
+    teams = [
+        t.model_copy(update={"monthly_budget_usd": 50000}) if t.name == NS else t
+        for t in fleet.teams
+    ]
+    return fleet.model_copy(update={"teams": teams})
+
+
+def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
+    operators: LocalOperators,  # noqa: F811
+    volcano: Any,
+    tmp_path: Path,
+) -> None:
+    """`submit_operator_work` as the scenario calls it (spot A100s), in team vt-beta."""
+    kube = operators.cluster
+    with live_gate(kube, funded(volcano.fleet), tmp_path):
+        try:
+            refused = submit_operator_work(
+                kube,
+                namespace=NS,
+                queue=NS,
+                node_selector={labels.GPU_PRODUCT: A100, labels.CAPACITY_TYPE: "spot"},
+                priority_class=PRIORITY,
+                scenario_labels=SCENARIO,
+                tolerations=[GPU_TOLERATION, SPOT_TOLERATION],
+            )
+            assert refused == []
+            tj, rj = "tj-finetune", "rj-eval"
+            nodes = placed(kube, f"jobset.sigs.k8s.io/jobset-name={tj}", 2)
+            assert {p["spec"]["priorityClassName"] for p in nodes} == {PRIORITY}
+            group = kube.get_json("podgroup", tj, "-n", NS)
+            assert group["spec"]["minMember"] == 2 and group["spec"]["queue"] == NS
+            cluster = wait_for(
+                "the RayJob's RayCluster",
+                lambda: (
+                    kube.get_json("rayjob", rj, "-n", NS).get("status", {}).get("rayClusterName")
+                ),
+            )
+            ray = placed(kube, f"ray.io/cluster={cluster},ray.io/node-type in (head,worker)", 2)
+            assert {p["spec"]["priorityClassName"] for p in ray} == {PRIORITY}
+            group = kube.get_json("podgroup", f"ray-{rj}-pg", "-n", NS)
+            assert group["spec"]["queue"] == NS
+            assert group["spec"]["priorityClassName"] == PRIORITY
+        finally:
+            delete(kube, "trainjob", "tj-finetune")
+            delete(kube, "rayjob", "rj-eval")
