@@ -70,6 +70,9 @@ RANK: Final = {REMEDIATION: 3, UPGRADE: 2, PREEMPTION: 1, CONSOLIDATION: 0}
 """Who gets a node wanted by more than one (highest first); see the module's docstring."""
 
 WORKFLOW_CLAIMS: Final = {REMEDIATION: claims.HEALTH, UPGRADE: claims.UPGRADE}
+HANDED_OVER: Final = {REMEDIATION: frozenset({"needs-replacement"})}
+"""States in which a workflow keeps its claim but gives the lock back: a drained node that needs
+replacing is one Karpenter may remove (and replace) without losing any work."""
 HOLD_SECONDS: Final = 900
 WANT_SECONDS: Final = 1800
 
@@ -97,7 +100,7 @@ def live_holder(node: dict[str, Any], now: float) -> str | None:
     if not actor:
         return None
     claim = WORKFLOW_CLAIMS.get(actor)
-    if claim is not None and claim.held(metadata.get("labels") or {}):
+    if claim is not None and _holds(actor, (metadata.get("labels") or {}).get(claim.label)):
         return str(actor)
     since = _number(annotations.get(HELD_SINCE))
     if since is not None and now - since <= HOLD_SECONDS:
@@ -278,15 +281,16 @@ def _refused(rt: Runtime, concern: str, name: str, actor: str, why: str) -> str:
 
 def takes(actor: str, before: str | None, after: str | None) -> bool:
     """A workflow step from `before` to `after` brings the node into the workflow's hold."""
-    claim = WORKFLOW_CLAIMS[actor]
-    return not _holds(claim, before) and _holds(claim, after)
+    return not _holds(actor, before) and _holds(actor, after)
 
 
 def releases(actor: str, before: str | None, after: str | None) -> bool:
     """A workflow step from `before` to `after` lets the node out of the workflow's hold."""
+    return _holds(actor, before) and not _holds(actor, after)
+
+
+def _holds(actor: str, state: str | None) -> bool:
     claim = WORKFLOW_CLAIMS[actor]
-    return _holds(claim, before) and not _holds(claim, after)
-
-
-def _holds(claim: claims.Claim, state: str | None) -> bool:
-    return state is not None and claim.held({claim.label: state}) is not None
+    if state is None or state in HANDED_OVER.get(actor, frozenset()):
+        return False
+    return claim.held({claim.label: state}) is not None

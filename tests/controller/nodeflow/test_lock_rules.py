@@ -20,6 +20,9 @@ def test_workflow_steps_that_take_and_release_a_node() -> None:
     assert lock.takes(lock.REMEDIATION, None, "hot")
     assert lock.releases(lock.REMEDIATION, "validating", None)
     assert not lock.releases(lock.REMEDIATION, "draining", "remediating")
+    # A drained node that needs replacing is Karpenter's to remove: the lock goes back.
+    assert lock.releases(lock.REMEDIATION, "draining", "needs-replacement")
+    assert lock.releases(lock.REMEDIATION, "remediating", "needs-replacement")
 
 
 def test_the_order() -> None:
