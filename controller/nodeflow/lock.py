@@ -48,7 +48,7 @@ from typing import Any, Final
 
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
-from controller.errors import ControllerError, NotFoundError
+from controller.errors import ControllerError, NotFoundError, PermanentError
 from controller.nodeflow import claims
 from controller.observe.kube import object_path
 
@@ -163,6 +163,11 @@ def claim_deleting(rt: Runtime, node: dict[str, Any]) -> str | None:
         claim = rt.kube.get(object_path(NODECLAIM_API, "nodeclaims", None, name))
     except NotFoundError:
         return f"its NodeClaim {name} is gone"
+    except PermanentError as error:
+        # Not readable (the controller's role lacks `get nodeclaims.karpenter.sh`): the node's
+        # own marks (Karpenter's taint, its deletion) still keep actors off it.
+        rt.log.warning("lock.nodeclaim.unreadable", nodeclaim=name, error=str(error))
+        return None
     if (claim.get("metadata") or {}).get("deletionTimestamp"):
         return f"Karpenter is deleting its NodeClaim {name}"
     return None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.errors import NotFoundError
+from controller.errors import NotFoundError, PermanentError
+from controller.log import Log
 from controller.nodeflow import lock
 from tests.controller.builders import NOW
 
@@ -49,19 +50,22 @@ def test_a_deleted_node_is_not_taken() -> None:
 
 
 class Claims:
-    def __init__(self, claim: dict[str, Any] | None) -> None:
+    def __init__(self, claim: Any) -> None:
         self.claim = claim
 
     def get(self, path: str) -> dict[str, Any]:
         assert path == "/apis/karpenter.sh/v1/nodeclaims/gpu-abc"
         if self.claim is None:
             raise NotFoundError(path)
+        if self.claim == "forbidden":
+            raise PermanentError("HTTP 403: nodeclaims.karpenter.sh is forbidden")
         return self.claim
 
 
 class Rt:
-    def __init__(self, claim: dict[str, Any] | None) -> None:
+    def __init__(self, claim: Any) -> None:
         self.kube = Claims(claim)
+        self.log = Log()
 
 
 def test_a_node_whose_nodeclaim_is_deleted_or_gone_is_on_its_way_out() -> None:
@@ -75,3 +79,5 @@ def test_a_node_whose_nodeclaim_is_deleted_or_gone_is_on_its_way_out() -> None:
     assert "NodeClaim gpu-abc is gone" in str(check(Rt(None), owned))  # type: ignore[arg-type]
     assert check(Rt({"metadata": {}}), owned) is None  # type: ignore[arg-type]
     assert check(Rt(None), node()) is None  # type: ignore[arg-type]
+    # Unreadable (the role lacks it): the node's own marks decide.
+    assert check(Rt("forbidden"), owned) is None  # type: ignore[arg-type]
