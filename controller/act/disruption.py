@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from controller.act.events import ObjectRef
-from controller.act.pod_annotate import Outcome, annotate_judged_pod
+from controller.act.pod_annotate import annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.decide.disruption import (
     DO_NOT_DISRUPT,
@@ -51,7 +51,7 @@ def ask(rt: Runtime, judged: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod
                 consequence="left as it is: nothing is unprotected without an answer",
             )
             return pod, None
-        return pod, Answer(allow=decision.allow, reasons=decision.reasons)
+        return pod, decision
 
     return rt.each(judged, one)
 
@@ -84,9 +84,7 @@ def _write(rt: Runtime, mark: Mark) -> None:
             f"{CONCERN}.{change.value}.skipped",
             pod=pod.key,
             outcome=written.outcome.value,
-            reason="gone, replaced, or no longer wanted on the pod as it is now"
-            if written.outcome is not Outcome.WRITTEN
-            else "",
+            reason="gone, replaced, or no longer wanted on the pod as it is now",
         )
         rt.summary.action(CONCERN, change.value, written.outcome.value)
         return

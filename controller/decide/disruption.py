@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from controller.decide.maxruntime import checkpoints
 from controller.decide.workloads import annotation_number, gang_of, gangs
@@ -115,15 +115,14 @@ class Mark:
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Answer:
-    """The policy's answer for one pod: allow (it may be disrupted) and its reasons."""
+class Answer(Protocol):
+    """The policy's answer for one pod (`act.opa.Decision`): allow (it may be disrupted), and
+    its reasons in one line."""
 
-    allow: bool
-    reasons: tuple[str, ...]
+    @property
+    def allow(self) -> bool: ...
 
-    def because(self) -> str:
-        return "; ".join(self.reasons) or ("allowed" if self.allow else "protected")
+    def because(self) -> str: ...
 
 
 def ours(pod: Pod) -> bool:

@@ -4,12 +4,12 @@ nothing)."""
 
 from __future__ import annotations
 
+from controller.act.opa import Decision
 from controller.decide.disruption import (
     DO_NOT_DISRUPT,
     OWNER,
     PROTECTED_BY,
     PROTECTED_REASON,
-    Answer,
     Change,
     facts,
     plan_marks,
@@ -92,8 +92,8 @@ def test_marks_protect_unprotect_and_leave_others_alone() -> None:
         .annotate(DO_NOT_DISRUPT, "true")
         .build()
     )
-    protect = Answer(allow=False, reasons=("stale checkpoint",))
-    allow = Answer(allow=True, reasons=("nothing protected",))
+    protect = Decision(allow=False, reasons=("stale checkpoint",))
+    allow = Decision(allow=True, reasons=("nothing protected",))
     marks = plan_marks(
         [
             (bare, protect),
@@ -110,5 +110,5 @@ def test_marks_protect_unprotect_and_leave_others_alone() -> None:
     ]
     # Our own protection with a changed reason is refreshed; with the same reason it is kept.
     assert [m.change for m in plan_marks([(mine, protect)])] == [Change.PROTECT]
-    same = Answer(allow=False, reasons=("old reason",))
+    same = Decision(allow=False, reasons=("old reason",))
     assert plan_marks([(mine, same)]) == []
