@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from components.cloud_upgrades import GkeUpgradePolicy, GkeUpgradePolicyArgs
 from components.controller_job import ControllerJob, ControllerJobArgs, controller_manifests
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.karpenter import KarpenterPools, KarpenterPoolsArgs
 from components.kube import Manifest, declare
 from components.nodepools import GpuNodePool, NodePoolArgs, TpuNodePool, node_pool_for
 from components.observability import (
@@ -41,6 +42,7 @@ from components.tls import TlsMaterial, generate_tls_bundle
 from components.tokens import TokenMaterial, generate_token
 from components.volcano import Volcano, VolcanoArgs, volcano_queues
 from fleet.config import ClusterConfig, FleetConfig
+from fleet.karpenter import karpenter_manifests, karpenter_pools
 from fleet.project import find_project
 from fleet.project import policies_dir as project_policies
 
@@ -158,6 +160,12 @@ class Platform(pulumi.ComponentResource):
                 NodePoolArgs(fleet=fleet, cluster=cluster, pool=pool, provider=cloud),
                 here,
             )
+        if karpenter_pools(cluster):
+            KarpenterPools(
+                f"{prefix}-karpenter",
+                KarpenterPoolsArgs(fleet=fleet, cluster=cluster, provider=kubernetes),
+                here,
+            )
 
         namespace = declare(
             prefix,
@@ -249,4 +257,6 @@ def render_manifests(
     if config.controller.deploy:
         manifests += controller_manifests(config)
     manifests += observability_manifests(config)
+    for cluster in config.clusters:
+        manifests += karpenter_manifests(config, cluster)
     return manifests

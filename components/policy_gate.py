@@ -217,7 +217,8 @@ def _rule(group: str, versions: list[str], resources: list[str]) -> dict[str, An
 def webhook_rules(config: FleetConfig) -> list[dict[str, Any]]:
     """What the gate judges: every kind carrying pod templates, the scale subresources and
     autoscalers that change how many pods a template makes, Volcano's PodGroups (they pick
-    the queue and priority of their pods), and every kind a controller the gate trusts copies
+    the queue and priority of their pods), PodDisruptionBudgets (a budget may not leave the
+    platform's evictions impossible), and every kind a controller the gate trusts copies
     from: Volcano's CronJobs, JobTemplates and JobFlows, and the kinds of the configured
     operators (`operators`; the built-in ones: TrainJob and TrainingRuntime, RayCluster and
     RayJob, JobSet, LeaderWorkerSet). Trusting a controller's copies is sound only when what
@@ -245,6 +246,8 @@ def webhook_rules(config: FleetConfig) -> list[dict[str, Any]]:
         _rule("batch.volcano.sh", ["v1alpha1"], ["jobs", "cronjobs"]),
         _rule("flow.volcano.sh", ["v1alpha1"], ["jobtemplates", "jobflows"]),
         _rule("scheduling.volcano.sh", ["v1beta1"], ["podgroups"]),
+        # Disruption budgets that would leave the controller no eviction (issue 33).
+        _rule("policy", ["v1"], ["poddisruptionbudgets"]),
         *(
             _rule(kind.group, list(kind.versions), list(kind.resources))
             for operator in config.enabled_operators()

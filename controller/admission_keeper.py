@@ -7,6 +7,9 @@ exist. The keeper runs the admission concern's pass (records, reservations, appr
 controller/concerns/admission.py) and then watches pods, and runs it again as soon as one is
 created or deleted: a workload admitted now counts against its team once its pods exist and one
 snapshot later (tests/controller/test_admission_keeper.py measures it), not at the next period.
+Workloads submitted together, before either's pods exist, are held apart by the admission front
+(controller/admission_front.py), which reserves as part of admitting; the keeper's reservations
+then take over from its entries (the gate counts the same workload uid once).
 
 - At most one pass per `interval`: a burst of pods costs one snapshot per interval, however
   many pods it holds.

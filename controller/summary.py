@@ -147,6 +147,12 @@ FAMILIES: dict[str, Family] = {
         "Accelerators per pool, model and state: allocatable (Ready, schedulable nodes), "
         "unavailable (cordoned or NotReady nodes), in-use (held by running pods).",
     ),
+    "pool_fragmented": Family(
+        "fleetplane_pool_fragmented_accelerators",
+        "gauge",
+        "Free accelerators per pool, model and capacity type that the fleet's typical pods "
+        "cannot use (Weng et al.'s fragmentation, ATC 2023), in the last pass.",
+    ),
     # teams
     "team_gpus": Family(
         "fleetplane_team_gpus",

@@ -264,7 +264,7 @@ def _check_imports(root: Path, modules: tuple[str, ...] = SMOKE_IMPORTS) -> None
     )
 
 
-def _passwd(user: str, uid: int) -> list[oci.Entry]:
+def passwd_entries(user: str, uid: int) -> list[oci.Entry]:
     return [
         oci.Entry(
             path="etc/passwd",
@@ -388,7 +388,7 @@ def build_python_image(
         shutil.rmtree(layout, ignore_errors=True)
         log("layers")
         app_extra = [
-            *_passwd("nonroot", CONTROLLER_UID),
+            *passwd_entries("nonroot", CONTROLLER_UID),
             oci.Entry(path="usr/local/bin/fleetplane", data=ENTRY_SCRIPT, mode=0o755),
             oci.Entry(path="tmp", kind="dir", mode=0o1777),
         ]
@@ -469,24 +469,8 @@ def build_opa(out: Path, *, opa_binary: Path, rootfs_tar: Path, version: str) ->
     Debian root filesystem (same recorded tar as the controller's), and its SBOM."""
     started = time.monotonic()
     binary = opa_binary.resolve().read_bytes()
-    entries = [oci.Entry(path="opa", data=binary, mode=0o755)]
-    contents = {"opa": len(binary)}
-    debian: dict[str, str] = {}
-    if _interpreter(binary):
-        debian = {GLIBC_PACKAGE: rootfs.debian_packages(rootfs_tar)[GLIBC_PACKAGE]}
-        # The loader and the C library, at the paths the binary asks for, as regular files.
-        with tarfile.open(rootfs_tar) as archive:
-            members = {m.name.removeprefix("./").rstrip("/"): m for m in archive.getmembers()}
-            for wanted in ("lib64/ld-linux-x86-64.so.2", "lib/x86_64-linux-gnu/libc.so.6"):
-                member = members[_resolve(members, wanted)]
-                handle = archive.extractfile(member)
-                assert handle is not None
-                data = handle.read()
-                entries.append(oci.Entry(path=wanted, data=data, mode=0o755))
-                contents["glibc (Debian libc6)"] = contents.get("glibc (Debian libc6)", 0) + len(
-                    data
-                )
-    entries += _passwd("opa", OPA_UID)
+    entries, contents, debian = binary_entries("opa", binary, rootfs_tar)
+    entries += passwd_entries("opa", OPA_UID)
     shutil.rmtree(out, ignore_errors=True)
     layer = oci.write_layer(out, oci.layer_from_entries(entries), f"opa {version}")
     image = oci.write_image(
@@ -518,6 +502,32 @@ def build_opa(out: Path, *, opa_binary: Path, rootfs_tar: Path, version: str) ->
         sbom=sbom_path,
         contents=contents,
     )
+
+
+def binary_entries(
+    path: str, binary: bytes, rootfs_tar: Path
+) -> tuple[list[oci.Entry], dict[str, int], dict[str, str]]:
+    """A binary at `path` and, when it is linked dynamically, the loader and the C library it
+    links, from the Debian root filesystem: the entries, their sizes, and the Debian package
+    they came from ({} for a static binary)."""
+    entries = [oci.Entry(path=path, data=binary, mode=0o755)]
+    contents = {path: len(binary)}
+    debian: dict[str, str] = {}
+    if _interpreter(binary):
+        debian = {GLIBC_PACKAGE: rootfs.debian_packages(rootfs_tar)[GLIBC_PACKAGE]}
+        # The loader and the C library, at the paths the binary asks for, as regular files.
+        with tarfile.open(rootfs_tar) as archive:
+            members = {m.name.removeprefix("./").rstrip("/"): m for m in archive.getmembers()}
+            for wanted in ("lib64/ld-linux-x86-64.so.2", "lib/x86_64-linux-gnu/libc.so.6"):
+                member = members[_resolve(members, wanted)]
+                handle = archive.extractfile(member)
+                assert handle is not None
+                data = handle.read()
+                entries.append(oci.Entry(path=wanted, data=data, mode=0o755))
+                contents["glibc (Debian libc6)"] = contents.get("glibc (Debian libc6)", 0) + len(
+                    data
+                )
+    return entries, contents, debian
 
 
 def _resolve(members: dict[str, tarfile.TarInfo], path: str, depth: int = 0) -> str:

@@ -15,8 +15,8 @@ DEFAULT_OUT = Path(".fleet") / "images"
 def add_parser(subparsers: Any) -> None:
     image: argparse.ArgumentParser = subparsers.add_parser(
         "image",
-        help="build the controller's, the validator's and OPA's OCI images (reproducible, with "
-        "an SBOM)",
+        help="build the controller's, the validator's, OPA's and the Pushgateway's OCI images "
+        "(reproducible, with an SBOM)",
         description="The platform's images, built from Debian's packages and the lock file, "
         f"without a base image or a container daemon. {EXIT_CODES}",
     )
@@ -25,7 +25,8 @@ def add_parser(subparsers: Any) -> None:
         "build",
         help="build the images into OCI layouts (each with its SBOM)",
         description="Build OCI image layouts: OUT/controller, OUT/validator (the controller's "
-        "image plus nvidia-ml-py, for the validator pod) and OUT/opa, each with its SBOM "
+        "image plus nvidia-ml-py, for the validator pod), OUT/opa and OUT/pushgateway, each with "
+        "its SBOM "
         "(OUT/NAME.cdx.json), and print their digests and sizes. Needs "
         f"root and mmdebstrap. {EXIT_CODES}",
     )
@@ -34,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
     )
     build.add_argument(
         "--only",
-        choices=("controller", "validator", "opa"),
+        choices=("controller", "validator", "opa", "pushgateway"),
         action="append",
         help="build only this image",
     )
@@ -49,6 +50,12 @@ def add_parser(subparsers: Any) -> None:
         help="record the root filesystem's sha256 in images/rootfs.lock.json",
     )
     build.add_argument("--opa", type=Path, default=None, help="the OPA binary (default: pinned)")
+    build.add_argument(
+        "--pushgateway",
+        type=Path,
+        default=None,
+        help="the Pushgateway binary (default: pinned)",
+    )
     build.set_defaults(run=run_build)
     lock = actions.add_parser(
         "lock",
@@ -65,7 +72,7 @@ def run_build(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(f"image: {message}", file=sys.stderr)
 
-    wanted = args.only or ["controller", "validator", "opa"]
+    wanted = args.only or ["controller", "validator", "opa", "pushgateway"]
     try:
         base = rootfs.obtain(rebuild=args.rebuild_rootfs, log=log)
         if args.record_rootfs:
@@ -84,6 +91,16 @@ def run_build(args: argparse.Namespace) -> int:
             )
         if "opa" in wanted:
             results.append(opa_image(args.out / "opa", rootfs_tar=base.tar, explicit=args.opa))
+        if "pushgateway" in wanted:
+            from images import pushgateway
+
+            results.append(
+                pushgateway.build_pushgateway(
+                    args.out / "pushgateway",
+                    binary_path=pushgateway.find_pushgateway(args.pushgateway),
+                    rootfs_tar=base.tar,
+                )
+            )
     except (rootfs.RootfsError, build.BuildError) as error:
         print(f"image build: {error}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.config import FleetConfig
+from fleet.config.autoscaling import autoscaler_of
 from fleet.nodes import node_taints, observed_labels
 from fleet.project import stack_file as project_stack_file
 
@@ -106,4 +107,6 @@ def local_fake_pools(config: FleetConfig, *, cluster: str | None = None) -> list
         for c in config.clusters
         if c.provider == "local" and (cluster is None or c.name == cluster)
         for pool in c.pools
+        # Karpenter's pools start empty: it makes their nodes (localfleet.karpenter).
+        if autoscaler_of(c, pool) == "managed"
     ]

@@ -266,7 +266,13 @@ def volcano_torch_runtime(release_runtime: str) -> dict[str, Any]:
 
 def install_crds(cluster: LocalCluster, bin_dir: Path, ops: list[Operator]) -> None:
     """Apply the releases' CRDs and wait until the API server serves them."""
-    paths = [bin_dir / op.crds_file for op in ops]
+    install_crd_files(cluster, bin_dir, [op.crds_file for op in ops], "the operators' CRDs")
+
+
+def install_crd_files(cluster: LocalCluster, bin_dir: Path, files: list[str], what: str) -> None:
+    """Apply the CRD files the bootstrap put in `bin_dir` and wait until the API server serves
+    every CRD in them."""
+    paths = [bin_dir / name for name in files]
     require_binaries(bin_dir, tuple(p.name for p in paths))
     import yaml
 
@@ -289,7 +295,7 @@ def install_crds(cluster: LocalCluster, bin_dir: Path, ops: list[Operator]) -> N
             )
         }
 
-    cluster.wait_until("the operators' CRDs Established", established, time.monotonic() + 60)
+    cluster.wait_until(f"{what} Established", established, time.monotonic() + 60)
 
 
 # --- the processes -----------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from localfleet.hostcontroller import HostController
+from localfleet.karpenter import ensure_karpenter, stop_karpenter
 from localfleet.operators import ensure_operators, stop_operators
 from localfleet.pulumidriver import PulumiDriver
 from localfleet.servers import PrometheusServer
@@ -303,6 +304,7 @@ class LocalStack(StackLayout):
         fresh = self.start_cluster()
         self.start_volcano()
         ensure_operators(self.cluster, bin_dir=self.bin_dir, log=self.log)
+        ensure_karpenter(self.cluster, self.fleet(), bin_dir=self.bin_dir, log=self.log)
         pulumi.ensure_provider()
         pulumi.ensure_stack()
         args = ["up", "--yes"]
@@ -348,6 +350,7 @@ class LocalStack(StackLayout):
         self.controller.admission_keeper.stop()
         self.services.stop()
         stop_operators(self.cluster)
+        stop_karpenter(self.cluster)
         self.volcano.stop()
         self._stop_cluster(keep=keep)
         self.log("local stack down" + (f"; data kept in {self.cluster_dir}" if keep else ""))

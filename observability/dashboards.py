@@ -162,6 +162,21 @@ def fleet_dashboard() -> dash.Dashboard:
                 Query('sum by (pool) (fleetplane_pool_accelerators{state="in-use"})', "{{pool}}"),
             )
         )
+        .with_panel(
+            _series(
+                "Fragmented share by pool",
+                "percentunit",
+                Query(
+                    "sum by (pool, resource) (fleetplane_pool_fragmented_accelerators) / sum by "
+                    '(pool, resource) (fleetplane_pool_accelerators{state="allocatable"} > 0)',
+                    "{{pool}} {{resource}}",
+                ),
+                description="Free accelerators the fleet's typical pods cannot use, over the "
+                "pool's allocatable ones (the controller's fragmentation concern; "
+                "FleetplanePoolGpusFragmented fires above observability."
+                "fragmented_gpus_alert_share).",
+            )
+        )
         .with_row(dash.Row("Utilisation"))
         .with_panel(
             _series(

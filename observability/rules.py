@@ -44,6 +44,8 @@ def rule_values(config: FleetConfig) -> dict[str, str]:
         "hot_gpu_celsius": f"{settings.hot_gpu_celsius:g}",
         "queue_wait_target_seconds": f"{settings.queue_wait_target_seconds:g}",
         "controller_stale_seconds": str(settings.controller_stale_seconds),
+        "fragmented_share_alert": f"{settings.fragmented_gpus_alert_share:g}",
+        "fragmented_alert_for": f"{settings.fragmented_alert_for_seconds}s",
         "webhook": WEBHOOK_NAME,
         "actionable_xids": "|".join(str(xid) for xid in actionable_xids()),
     }

@@ -13,7 +13,8 @@ refilled to their minimum, and spot nodes interrupted at random.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -104,18 +105,26 @@ class Autoscaler:
         self.remove_node(node, at)
         return True
 
-    def scale_up(self, unplaced: Iterable[Job], at: float) -> None:
+    def scale_up(
+        self,
+        unplaced: Iterable[Job] | Iterable[Any],
+        at: float,
+        pools_of: Callable[[Any], Sequence[PoolSpec]] | None = None,
+    ) -> None:
         """Nodes for pods that fit no ready node: first into room on nodes already coming,
         else a new node of the cheapest pool that can take them (GPUs, CPU, memory), within
-        `max_nodes`. Room on coming nodes is counted in whole GPUs, CPU and memory."""
+        `max_nodes`. Room on coming nodes is counted in whole GPUs, CPU and memory.
+        `pools_of`: the pools a pod may use, cheapest first (default: a GPU pod's,
+        `FleetState.compatible_pools`; the CPU-only pods' own, `CpuWork.pools_for`)."""
         fleet = self.fleet
+        pools_of = pools_of or fleet.compatible_pools
         room: dict[str, list[list[int]]] = {}
         for pool in fleet.pools:
             room[pool.name] = [
                 [n.free, n.cpu_free, n.memory_free] for n in fleet.live[pool.name] if not n.ready
             ]
         for job in unplaced:
-            for pool in fleet.compatible_pools(job):
+            for pool in pools_of(job):
                 limited = pool.cpu_milli > 0
                 need = (job.gpus, job.cpu_milli if limited else 0, job.memory_mib if limited else 0)
                 slots = room[pool.name]

@@ -30,16 +30,19 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from controller.act.opa import Decision
 from replay.accounting import Accounting, Counters, Integrals, Series
 from replay.autoscaler import Autoscaler
 from replay.controller_pass import Controller
+from replay.cpu_pods import CpuWork, ReservePerIdleGpu, single_ratio
 from replay.events import (
     ARRIVE,
     COMPLETE,
+    CPU_ARRIVE,
+    CPU_COMPLETE,
     EMPTY_CHECK,
     INTERRUPT,
     NODE_READY,
@@ -53,6 +56,7 @@ from replay.opa import Admission, AnswersAhead, BatchClient
 from replay.scenarios import Scenario
 from replay.scheduler import Scheduler
 from replay.settings import Settings
+from replay.trace import TracePod
 from replay.workloads import Workload
 
 
@@ -67,7 +71,12 @@ class Replay:
         settings: Settings | None = None,
         *,
         progress: Callable[[str], None] | None = None,
+        cpu_pods: Sequence[TracePod] = (),
+        reserve: ReservePerIdleGpu | None = None,
     ) -> None:
+        """`cpu_pods`: the trace's pods without GPUs (`replay.cpu_pods`); `reserve`: the CPU
+        they must leave per idle GPU of a pool's nodes (default: the scenario's Volcano
+        configuration, `volcano.reserve_cpu_per_idle_gpu`)."""
         self.scenario = scenario
         self.settings = settings or Settings()
         self.policy = policy
@@ -93,6 +102,12 @@ class Replay:
             accounting=self.accounting,
             resubmit=self.resubmit,
         )
+        self.cpu = CpuWork(
+            self.fleet,
+            cpu_pods,
+            reserve or single_ratio(scenario.fleet.volcano.reserve_cpu_per_idle_gpu),
+        )
+        self.fleet.cpu = self.cpu
         self.scheduler = Scheduler(self.fleet)
         self.autoscaler = Autoscaler(self.fleet)
         self.controller = Controller(self.fleet, policy)
@@ -139,6 +154,7 @@ class Replay:
         self.autoscaler.fill_minimums()
         for job in self.jobs:
             self._submit_later(float(job.workload.pod.created), job)
+        self.cpu.submit_all()
         for pool_name, at in self.settings.interruptions:
             self.events.push(float(at), INTERRUPT, pool_name)
         self.events.push(0.0, PERIOD)
@@ -179,6 +195,11 @@ class Replay:
         if kind == ARRIVE:
             job, admission = payload
             return self._arrive(job, admission, at)
+        if kind == CPU_COMPLETE:
+            cpu_pod, attempt = payload
+            return self.cpu.complete(cpu_pod, attempt, at)
+        if kind == CPU_ARRIVE:
+            return self.cpu.arrive(payload, at)
         if kind == EMPTY_CHECK:
             node, since = payload
             return self.autoscaler.empty_check(node, since, at)
@@ -188,6 +209,11 @@ class Replay:
         unplaced = self.scheduler.schedule(at)
         if unplaced:
             self.autoscaler.scale_up(unplaced, at)
+        if self.cpu.pending:
+            # After the GPU pods: without a priority class, CPU-only pods come last.
+            waiting = self.cpu.schedule(at)
+            if waiting:
+                self.autoscaler.scale_up(waiting, at, pools_of=self.cpu.pools_for)
 
     # ------------------------------------------------------------------ the period
 

@@ -10,8 +10,20 @@ import heapq
 from typing import Any
 
 # Event kinds, in the order they run at the same instant.
-PERIOD, NODE_READY, INTERRUPT, RELEASE, COMPLETE, ARRIVE, EMPTY_CHECK = range(7)
-EVENT_NAMES = ("period", "node-ready", "interrupt", "release", "complete", "arrive", "empty")
+PERIOD, NODE_READY, INTERRUPT, RELEASE, COMPLETE, CPU_COMPLETE, ARRIVE, CPU_ARRIVE, EMPTY_CHECK = (
+    range(9)
+)
+EVENT_NAMES = (
+    "period",
+    "node-ready",
+    "interrupt",
+    "release",
+    "complete",
+    "cpu-complete",
+    "arrive",
+    "cpu-arrive",
+    "empty",
+)
 
 
 class EventQueue:

@@ -119,11 +119,13 @@ class SimNode:
     gone_at: float | None = None
     jobs: list[Job] = field(default_factory=list)
     ghosts: list[Ghost] = field(default_factory=list)
+    cpu_pods: list[Any] = field(default_factory=list)
+    """The CPU-only pods running here (`replay.cpu_pods.CpuPod`)."""
     empty_since: float | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.jobs and not self.ghosts
+        return not self.jobs and not self.ghosts and not self.cpu_pods
 
     @property
     def free(self) -> int:

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
+from replay.results import CPU_ONLY
 from replay.workloads import WORKLOAD_TYPES
 
 COLOURS = {
@@ -394,11 +395,14 @@ def markdown(document: dict[str, Any], files: dict[str, str]) -> str:
     add("")
     add("From submission to first start, in the window (p50 / p95 / p99).")
     add("")
-    add("| scenario | " + " | ".join(WORKLOAD_TYPES) + " |")
-    add("|---|" + "---:|" * len(WORKLOAD_TYPES))
+    kinds = [*WORKLOAD_TYPES]
+    if any(s["queue_wait_seconds"].get(CPU_ONLY, {}).get("count") for s in scenarios):
+        kinds.append(CPU_ONLY)  # the trace's pods without GPUs
+    add("| scenario | " + " | ".join(kinds) + " |")
+    add("|---|" + "---:|" * len(kinds))
     for i, s in enumerate(scenarios):
         cells = []
-        for kind in WORKLOAD_TYPES:
+        for kind in kinds:
             w = s["queue_wait_seconds"][kind]
             never = f", {w['never_started']} never started" if w["never_started"] else ""
             cells.append(
@@ -564,8 +568,10 @@ def _assumptions(document: dict[str, Any], files: dict[str, str]) -> str:
     add("")
     add(
         f"`{trace['source']}`: {trace['gpu_pods']:,} pods ask for GPUs "
-        f"({trace['sharing_pods']:,} of them a share of one GPU; left out: "
-        f"{', '.join(f'{v:,} {k}' for k, v in trace['skipped'].items())}), "
+        f"({trace['sharing_pods']:,} of them a share of one GPU) and "
+        f"{trace.get('cpu_only_pods', 0):,} for CPU only, replayed on the GPU nodes as the "
+        "traced cluster ran them (left out: "
+        f"{', '.join(f'{v:,} {k}' for k, v in trace['skipped'].items()) or 'none'}), "
         f"{trace['never_scheduled']:,} never scheduled by the traced cluster. At most "
         f"{trace['peak_gpus']} GPUs were held at once. The traced cluster had {trace['nodes']:,} "
         f"GPU nodes ({trace['node_gpus']:,} GPUs, most in nodes of {trace['gpus_per_node']}): the "

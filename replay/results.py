@@ -11,6 +11,8 @@ from replay.objects import State
 from replay.workloads import WORKLOAD_TYPES
 
 HOUR = 3600.0
+CPU_ONLY = "cpu-only"
+"""The key of the CPU-only pods' waits in `queue_wait_seconds`."""
 
 
 def nearest_rank(sorted_values: list[float], fraction: float) -> float:
@@ -45,6 +47,17 @@ def _waits(replay: Replay) -> dict[str, Any]:
         every.extend(values)
         out[kind] = _percentiles(values) | {"never_started": never[kind]}
     out["all"] = _percentiles(sorted(every)) | {"never_started": sum(never.values())}
+    # The trace's CPU-only pods (`replay.cpu_pods`), apart: "all" stays the GPU pods'.
+    cpu_waits: list[float] = []
+    cpu_never = 0
+    for cpu_pod in replay.cpu.pods:
+        if cpu_pod.submitted_at is None or not start <= cpu_pod.submitted_at <= end:
+            continue
+        if cpu_pod.first_start is None:
+            cpu_never += 1
+        else:
+            cpu_waits.append(cpu_pod.first_start - cpu_pod.submitted_at)
+    out[CPU_ONLY] = _percentiles(sorted(cpu_waits)) | {"never_started": cpu_never}
     return out
 
 

@@ -10,7 +10,7 @@ import os
 import platform
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 import replay.controller_pass  # noqa: F401  (imported once, before workers fork)
 from localfleet.servers import OpaServer
+from replay.cpu_pods import ReservePerIdleGpu
 from replay.engine import Replay, Settings
 from replay.node_pools import node_shapes, pool_gpus
 from replay.opa import BatchClient
@@ -28,6 +29,7 @@ from replay.trace import (
     DEFAULT_POD_FILE,
     DEFAULT_TRACE_DIR,
     Trace,
+    TracePod,
     load_trace,
 )
 from replay.workloads import (
@@ -98,13 +100,18 @@ def run_scenario(
     policy: BatchClient,
     settings: Settings,
     progress: Progress | None = None,
+    *,
+    cpu_pods: Sequence[TracePod] = (),
+    reserve: ReservePerIdleGpu | None = None,
 ) -> Replay:
     """One scenario against an OPA that holds the project's policies: the batch module and
-    the scenario's configuration are written to it first."""
+    the scenario's configuration are written to it first. `cpu_pods`: the trace's pods
+    without GPUs, replayed beside the GPU pods (`replay.cpu_pods`); `reserve`: the CPU they
+    leave per idle GPU of a pool's nodes (default: the scenario's Volcano configuration's)."""
     policy.install()
     policy.put_config(scenario.document)
     policy.put_data("fleetplane/spend", {})
-    return Replay(scenario, workloads, policy, settings, progress=progress).run()
+    return Replay(scenario, workloads, policy, settings, progress=progress, cpu_pods=cpu_pods).run()
 
 
 GC_THRESHOLDS = (100_000, 50, 1_000)
@@ -186,7 +193,9 @@ def _worker(options: Options, name: str) -> dict[str, Any]:
     server = OpaServer().start()
     client = BatchClient(server.url)
     try:
-        replay = run_scenario(scenario, inputs.workloads, client, inputs.settings)
+        replay = run_scenario(
+            scenario, inputs.workloads, client, inputs.settings, cpu_pods=inputs.trace.cpu_pods
+        )
     finally:
         client.close()
         server.stop()  # waits for it: its CPU time is now among this process's children's
@@ -221,14 +230,16 @@ def run(options: Options, progress: Progress | None = None) -> dict[str, Any]:
     names = [s.name for s in scenario_set.scenarios]
     figures: dict[str, dict[str, Any]] = {}
     say(
-        f"replaying {len(trace.pods)} GPU pods over {trace.end / 86400:.1f} days through "
+        f"replaying {len(trace.pods)} GPU pods and {len(trace.cpu_pods)} CPU-only pods over {trace.end / 86400:.1f} days through "
         f"{len(names)} scenario(s): {', '.join(names)}"
     )
     if options.opa_url is not None:
         client = BatchClient(options.opa_url)
         try:
             for scenario in scenario_set.scenarios:
-                replay = run_scenario(scenario, workloads, client, settings, progress)
+                replay = run_scenario(
+                    scenario, workloads, client, settings, progress, cpu_pods=trace.cpu_pods
+                )
                 figures[scenario.name] = scenario_figures(replay)
                 say(_done(figures[scenario.name]))
         finally:
@@ -340,6 +351,7 @@ def _trace_facts(
     return {
         "source": trace.source,
         "gpu_pods": len(trace.pods),
+        "cpu_only_pods": len(trace.cpu_pods),
         "skipped": trace.skipped,
         "sharing_pods": shared,
         "days": round(trace.end / 86400, 2),

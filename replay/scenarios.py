@@ -260,8 +260,13 @@ def _scenario(
         clusters = merged.get("clusters") or [{"name": "replay", "provider": "local"}]
         merged["clusters"] = [{**clusters[0], "pools": pools}, *clusters[1:]]
     # The replay runs the controller's decision code itself: its fleet deploys no CronJob (and
-    # so names no controller image).
+    # so names no controller image) and no Pushgateway (its passes push nothing).
     merged["controller"] = {**(merged.get("controller") or {}), "deploy": False}
+    observability = merged.get("observability") or {}
+    merged["observability"] = {
+        **observability,
+        "pushgateway": {**(observability.get("pushgateway") or {}), "deploy": False},
+    }
     fleet = parse_fleet(merged)
     teams = {t.name for t in fleet.teams}
     for kind, shares in assignment.items():

@@ -114,13 +114,17 @@ class PodRequest:
 
 @dataclass(kw_only=True)
 class Trace:
-    """The GPU pods of a trace (sorted by creation time) and its GPU nodes."""
+    """The GPU pods of a trace (sorted by creation time), its CPU-only pods and its GPU
+    nodes."""
 
     source: str
     pods: list[TracePod]
     nodes: list[TraceNode]
     skipped: dict[str, int] = field(default_factory=dict)
-    """Pods left out and why (`cpu-only`, `no-lifetime`)."""
+    """Pods left out and why (`no-lifetime`)."""
+    cpu_pods: list[TracePod] = field(default_factory=list)
+    """The pods that ask for no GPU (sorted by creation time): the trace's cluster ran them on
+    its GPU nodes, where they take CPU and memory the GPU pods need too."""
 
     @property
     def start(self) -> int:
@@ -204,18 +208,24 @@ def read_pod_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
 
 
 def read_pods(path: Path) -> tuple[list[TracePod], dict[str, int]]:
+    """The GPU pods of a pod list, and the pods left out and why (`cpu-only` among them)."""
+    pods, cpu_pods, skipped = read_all_pods(path)
+    return pods, ({"cpu-only": len(cpu_pods)} if cpu_pods else {}) | skipped
+
+
+def read_all_pods(path: Path) -> tuple[list[TracePod], list[TracePod], dict[str, int]]:
+    """The GPU pods and the CPU-only pods of a pod list (each sorted by creation time), and
+    the pods left out and why (`no-lifetime`)."""
     pods: list[TracePod] = []
+    cpu_pods: list[TracePod] = []
     skipped: Counter[str] = Counter()
     for line, row in read_pod_rows(path):
-        num_gpu = _int(row, "num_gpu", path, line)
-        if num_gpu <= 0:
-            skipped["cpu-only"] += 1
-            continue
+        num_gpu = max(0, _int(row, "num_gpu", path, line))
         scheduled_raw = (row.get("scheduled_time") or "").strip()
         pod = TracePod(
             name=row["name"],
             num_gpu=num_gpu,
-            gpu_milli=_int(row, "gpu_milli", path, line, default=1000),
+            gpu_milli=_int(row, "gpu_milli", path, line, default=1000) if num_gpu else 0,
             qos=(row.get("qos") or "").strip() or "BE",
             phase=(row.get("pod_phase") or "").strip() or "Running",
             created=_int(row, "creation_time", path, line),
@@ -228,9 +238,10 @@ def read_pods(path: Path) -> tuple[list[TracePod], dict[str, int]]:
         if pod.run_seconds <= 0 or pod.deleted <= pod.created:
             skipped["no-lifetime"] += 1
             continue
-        pods.append(pod)
+        (pods if num_gpu else cpu_pods).append(pod)
     pods.sort(key=lambda p: (p.created, p.name))
-    return pods, dict(skipped)
+    cpu_pods.sort(key=lambda p: (p.created, p.name))
+    return pods, cpu_pods, dict(skipped)
 
 
 def read_nodes(path: Path) -> list[TraceNode]:
@@ -284,14 +295,14 @@ def load_trace(
     pod_file: str = DEFAULT_POD_FILE,
     node_file: str = DEFAULT_NODE_FILE,
 ) -> Trace:
-    """The GPU pods and GPU nodes of a trace directory. The node list is optional (without
+    """The GPU pods, CPU-only pods and GPU nodes of a trace directory. The node list is optional (without
     it, pools get the node size of the scenario configuration)."""
     pod_path = directory / pod_file
     if not pod_path.is_file():
         raise TraceError(f"{pod_path}: no such pod list")
-    pods, skipped = read_pods(pod_path)
+    pods, cpu_pods, skipped = read_all_pods(pod_path)
     if not pods:
         raise TraceError(f"{pod_path}: no pod requests a GPU")
     node_path = directory / node_file
     nodes = read_nodes(node_path) if node_path.is_file() else []
-    return Trace(source=str(pod_path), pods=pods, nodes=nodes, skipped=skipped)
+    return Trace(source=str(pod_path), pods=pods, nodes=nodes, skipped=skipped, cpu_pods=cpu_pods)

@@ -136,6 +136,16 @@ REGISTRY: tuple[Concern, ...] = (
         step="controller.concerns.preempt:run",
     ),
     Concern(
+        name="fragmentation",
+        description="Measure each pool's GPU fragmentation (free accelerators the fleet's "
+        "typical pods cannot use) and export it.",
+        phrase="GPU fragmentation",
+        settings=("models", "observability.fragmented_gpus_alert_share"),
+        decide=("controller.decide.fragmentation",),
+        act=("controller.act.fragmentation",),
+        step="controller.concerns.fragmentation:run",
+    ),
+    Concern(
         name="disruption",
         description="Set karpenter.sh/do-not-disrupt on running accelerator pods an autoscaler "
         "would lose protected work on (stale checkpoint, split gang, minimum runtime); clear "

@@ -1,4 +1,5 @@
-"""`fleetplane health check ...`: the command the driver-upgrade validator pod runs.
+"""`fleetplane health check ...`: the command the driver-upgrade validator pod runs; `health
+reset` and `health reboot`: what remediation's remedy pods run (controller/health/remedy.py).
 
 Prints the verdict as JSON on stdout and exits 0 (healthy), 1 (unhealthy) or 2 (NVML
 unavailable, or the check could not run). Command-line mistakes also exit 2, with argparse's
@@ -31,7 +32,7 @@ Set NODE_NAME from the downward API (spec.nodeName) in the validator pod."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add `health` (with `check`) to a command line's subparsers."""
+    """Add `health` (with `check`, `reset`, `reboot`) to a command line's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "health",
         help="NVML health check of this node's GPUs (what the validator pod runs)",
@@ -80,7 +81,52 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="node name reported in the verdict (default $NODE_NAME, else the host name)",
     )
     check.set_defaults(run=run)
+    node_default = os.environ.get("NODE_NAME") or socket.gethostname()
+    reset = commands.add_parser(
+        "reset",
+        help="reset GPUs with nvidia-smi (what the GPU-reset pod runs)",
+        description="Per GPU: persistence mode off, nvidia-smi --gpu-reset -i N, persistence "
+        "mode back as it was. Run on a drained node (controller/remediation).",
+        epilog="exit status: 0 reset, 1 a reset failed, 2 nvidia-smi missing.",
+    )
+    reset.add_argument(
+        "--gpu",
+        action="append",
+        required=True,
+        type=_gpu_index,
+        metavar="N",
+        help="GPU index as nvidia-smi -i takes it (repeat for several)",
+    )
+    reset.add_argument("--node", default=node_default, help="node name reported in the result")
+    reset.set_defaults(run=_run_reset)
+    reboot = commands.add_parser(
+        "reboot",
+        help="reboot the host through systemd (what the reboot pod runs; needs hostPID)",
+        description="Send PID 1 systemd's reboot signal (SIGRTMIN+5); refuse when PID 1 is "
+        "not systemd.",
+        epilog="exit status: 0 reboot started, 2 PID 1 is not systemd.",
+    )
+    reboot.add_argument("--node", default=node_default, help="node name reported in the result")
+    reboot.set_defaults(run=_run_reboot)
     return parser
+
+
+def _run_reset(args: argparse.Namespace) -> int:
+    from controller.health.remedy import run_reset
+
+    return run_reset(args.gpu, node=args.node)
+
+
+def _run_reboot(args: argparse.Namespace) -> int:
+    from controller.health.remedy import run_reboot
+
+    return run_reboot(node=args.node)
+
+
+def _gpu_index(text: str) -> str:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a GPU index: {text!r}")
+    return text
 
 
 def run(args: argparse.Namespace, *, nvml: Nvml | None = None) -> int:

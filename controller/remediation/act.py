@@ -26,6 +26,8 @@ from controller.nodeflow.act import (
     KEEP,
     Eviction,
     ask,
+    create_validator,
+    delete_exactly,
     evict,
     node_path,
     perform,
@@ -40,7 +42,10 @@ from controller.remediation.plan import Plan
 from controller.remediation.steps import (
     RETURN,
     Condition,
+    EndRemedy,
     Evict,
+    Relabel,
+    StartRemedy,
     Step,
 )
 
@@ -78,6 +83,7 @@ def opa_input(step: Step, now: float) -> dict[str, Any]:
             if isinstance(a, Evict)
         ],
         "now": int(now),
+        **({} if step.gpu_pods is None else {"gpu_pods": step.gpu_pods}),
     }
 
 
@@ -162,6 +168,8 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
                 evicted[action.pod.key] = planned[action.pod.key]
             else:
                 complete = False
+        elif isinstance(action, Relabel | StartRemedy | EndRemedy):
+            _remedy_step(rt, action, name, step.reason)
     detail: Any = step.detail
     if planned:
         base = detail or step.node.detail
@@ -193,6 +201,32 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             if lock.releases(lock.REMEDIATION, step.state, following):
                 lock.release(rt, CONCERN, name, lock.REMEDIATION)
     return True
+
+
+REMEDY_EVENTS = {states.GPU_RESET: "GpuResetStarted", states.REBOOT: "NodeRebootStarted"}
+
+
+def _remedy_step(
+    rt: Runtime, action: Relabel | StartRemedy | EndRemedy, node: str, why: str
+) -> None:
+    """The remedy's own side effects (`health.recovery: act`), each idempotent: the GPU
+    Operator's deploy labels, the privileged remedy pod (an Event on the node and a log line
+    name what it runs), its deletion."""
+    if isinstance(action, Relabel):
+        rt.kube.merge_patch(node_path(node), {"metadata": {"labels": action.labels}})
+        rt.done(CONCERN, "relabel", node, why, labels=action.labels)
+    elif isinstance(action, StartRemedy):
+        create_validator(rt.kube, action.manifest)
+        rt.done(CONCERN, action.remedy, node, why, pod=action.key)
+        rt.events.emit(
+            node_ref(node),
+            REMEDY_EVENTS[action.remedy],
+            f"{action.describe(node)}: {why}",
+            warning=True,
+        )
+    else:
+        delete_exactly(rt.kube, action.pod)
+        rt.done(CONCERN, "end-remedy", action.pod.key, why, node=node)
 
 
 def _evict(rt: Runtime, action: Evict, node: str, report: ActReport) -> bool:

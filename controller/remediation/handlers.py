@@ -13,11 +13,11 @@ from controller.nodeflow.gangs import in_play
 from controller.nodeflow.pods import PodView, checkpoint_at
 from controller.observe.model import format_time
 from controller.remediation import states
+from controller.remediation.acting import on_remediating_any
 from controller.remediation.classify import CORDON, Fault, NodeVerdict
 from controller.remediation.observe import HealthNode
 from controller.remediation.recovery import (
     on_needs_replacement,
-    on_remediating,
     on_validating,
     ours_cordon,
     return_to_service,
@@ -227,7 +227,7 @@ HANDLERS: dict[str, Any] = {
     states.HOT: on_hot,
     states.QUARANTINED: on_quarantined,
     states.DRAINING: on_draining,
-    states.REMEDIATING: on_remediating,
+    states.REMEDIATING: on_remediating_any,
     states.VALIDATING: on_validating,
     states.NEEDS_REPLACEMENT: on_needs_replacement,
 }

@@ -42,6 +42,8 @@ class HealthNode:
     since: float | None
     detail: Detail
     conditions: tuple[dict[str, Any], ...] = ()
+    boot_id: str | None = None
+    """`status.nodeInfo.bootID`: changes when the node reboots."""
 
     @property
     def name(self) -> str:
@@ -67,6 +69,7 @@ def health_node(raw: dict[str, Any]) -> HealthNode:
         since=read_since(view.annotations, states.SINCE_ANNOTATION),
         detail=Detail.decode(view.annotations.get(states.DETAIL_ANNOTATION)),
         conditions=tuple((raw.get("status") or {}).get("conditions") or ()),
+        boot_id=((raw.get("status") or {}).get("nodeInfo") or {}).get("bootID") or None,
     )
 
 

@@ -29,6 +29,8 @@ class HealthSettings:
     scrape_interval_seconds: DCGM's scrape interval (expected samples, subquery step).
     workflow: the validator pod and the driver pods, as the node workflows' base reads them
         (the `upgrade` section's keys, shared with the driver upgrade).
+    recovery: `act` (the controller resets the GPU or reboots the node itself, `acting`) or
+        `annotate` (it writes the request for an integration and waits for its answer).
     """
 
     max_unavailable: int | str = "10%"
@@ -42,6 +44,7 @@ class HealthSettings:
     scrape_interval_seconds: int = 15
     thermal: dict[str, tuple[float, float]] = field(default_factory=dict)
     workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
+    recovery: str = "act"
 
     def limit(self, pool_nodes: int) -> int:
         resolved = resolve_max_unavailable(self.max_unavailable, pool_nodes)
@@ -70,6 +73,7 @@ def health_settings(fleet: FleetView, **overrides: Any) -> HealthSettings:
         "checkpoint_max_age_seconds": section.checkpoint_max_age_seconds,
         "remediation_timeout_seconds": section.remediation_timeout_seconds,
         "validation_timeout_seconds": section.validation_timeout_seconds,
+        "recovery": section.recovery,
     }
     scrape = fleet.controller.scrape_interval_seconds
     if scrape > 0:

@@ -117,6 +117,10 @@ class Detail(NodeDetail):
     started: epoch second the node left service for this fault.
     evicted: per evicted pod (`ns/name`): GPUs held and seconds of work since its checkpoint.
     history: the remedies tried, with their outcome.
+    boot_id: the node's boot ID when the controller started a reboot (`recovery: act`): a
+        different one reported afterwards means the node rebooted.
+    paused: GPU Operator deploy labels set to false for a GPU reset -> the value each had
+        before (None: absent), written back after the reset.
     """
 
     fault: dict[str, Any] | None = None
@@ -126,6 +130,8 @@ class Detail(NodeDetail):
     started: int | None = None
     evicted: dict[str, dict[str, Any]] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    boot_id: str | None = None
+    paused: dict[str, str | None] = field(default_factory=dict)
 
     EMPTY: ClassVar[tuple[Any, ...]] = (None, False, {}, [])
 
@@ -137,6 +143,13 @@ class Detail(NodeDetail):
             values.pop("history")
         if not isinstance(values.get("fault"), dict | None):
             values.pop("fault")
+        if not isinstance(values.get("boot_id"), str | None):
+            values.pop("boot_id")
+        paused = values.get("paused", {})
+        if not isinstance(paused, dict) or not all(
+            isinstance(v, str | None) for v in paused.values()
+        ):
+            values.pop("paused")
         started = values.get("started")
         if started is not None and (not isinstance(started, int) or isinstance(started, bool)):
             values.pop("started")

@@ -6,7 +6,7 @@ what a handler decides with."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from controller.nodeflow.pods import PodView
 from controller.nodeflow.steps import (
@@ -31,7 +31,10 @@ __all__ = [
     "Cordon",
     "CreateValidator",
     "DeleteValidator",
+    "EndRemedy",
     "Evict",
+    "Relabel",
+    "StartRemedy",
     "Step",
     "Taint",
     "Uncordon",
@@ -65,7 +68,61 @@ class Evict:
         return f"evict pod {self.pod.key} ({self.why})"
 
 
-Action = Cordon | Uncordon | Taint | Untaint | Condition | Evict | CreateValidator | DeleteValidator
+@dataclass(frozen=True, kw_only=True)
+class Relabel:
+    """Set node labels (None removes one): the GPU Operator's deploy switches around a reset."""
+
+    name: ClassVar[str] = "relabel"
+    labels: dict[str, str | None]
+
+    def describe(self, node: str) -> str:
+        shown = ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in self.labels.items())
+        return f"label node {node} {shown}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartRemedy:
+    """Create the privileged pod that carries out the remedy (`remedy_pods`)."""
+
+    name: ClassVar[str] = "start-remedy"
+    remedy: str
+    manifest: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        meta = self.manifest["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    def describe(self, node: str) -> str:
+        container = self.manifest["spec"]["containers"][0]
+        command = " ".join([*container["command"], *container["args"]])
+        return f"create privileged pod {self.key} on {node} running `{command}` ({self.remedy})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndRemedy:
+    """Delete a finished (or stale) remedy pod."""
+
+    name: ClassVar[str] = "end-remedy"
+    pod: PodView
+
+    def describe(self, node: str) -> str:
+        return f"delete remedy pod {self.pod.key}"
+
+
+Action = (
+    Cordon
+    | Uncordon
+    | Taint
+    | Untaint
+    | Condition
+    | Evict
+    | CreateValidator
+    | DeleteValidator
+    | Relabel
+    | StartRemedy
+    | EndRemedy
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +143,8 @@ class Step:
     pool_nodes: int = 0
     pool_out: int = 0
     stamp: bool = False
+    gpu_pods: int | None = None
+    """Pods still using the node's GPUs as work, for OPA (a reset or reboot needs none)."""
 
     @property
     def state(self) -> str | None:
@@ -99,7 +158,8 @@ class Step:
     def asks(self) -> bool:
         """Whether OPA is asked: every step that changes the node or its pods."""
         return bool(
-            self.next_state or any(not isinstance(a, DeleteValidator) for a in self.actions)
+            self.next_state
+            or any(not isinstance(a, DeleteValidator | EndRemedy) for a in self.actions)
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleet import catalog, labels
+from fleet.config.autoscaling import check_autoscaling
 from fleet.config.clusters import ClusterConfig, PoolConfig
 from fleet.config.errors import Problem
 from fleet.config.schema import FleetConfig
@@ -128,6 +129,7 @@ def _check_clusters(config: FleetConfig, add: Any) -> None:
                     add(f"{at}.{field}", "required for provider gcp")
         for pool in cluster.pools:
             _check_pool(config, cluster, pool, f"{at}.pools[{pool.name}]", team_names, add)
+        check_autoscaling(cluster, at, add)
 
 
 def _check_pool(
@@ -427,7 +429,14 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "controller's image has no NVML binding)",
         )
     gateway = config.observability.pushgateway
-    if not gateway.deploy and gateway.url is None:
+    if gateway.deploy and gateway.image is None:
+        add(
+            "observability.pushgateway.image",
+            "required with deploy: true: the Pushgateway's image by digest "
+            "(REPOSITORY@sha256:...), as `fleetplane image build` prints it",
+        )
+    # Only a controller that runs pushes: without one, no Pushgateway is needed anywhere.
+    if not gateway.deploy and gateway.url is None and controller.deploy:
         add(
             "observability.pushgateway.url",
             "required when pushgateway.deploy is false (the Pushgateway runs elsewhere)",

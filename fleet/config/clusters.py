@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from fleet import catalog
+from fleet.config.autoscaling import Autoscaler, KarpenterConfig
 from fleet.config.base import CapacityType, ConfigModel, MaxUnavailable, Name
 
 
@@ -79,6 +80,9 @@ class PoolConfig(ConfigModel):
     in Kubernetes' IntOrString. Default 1."""
     disk_size_gb: int = Field(default=200, ge=50)
     """Boot disk size. Default 200."""
+    autoscaler: Autoscaler | None = None
+    """Who scales the pool: managed (EKS managed node group, GKE node pool autoscaling) or
+    karpenter (a Karpenter NodePool); None for the cluster's `autoscaler`. Default None."""
 
     # Derived facts; meaningful once the fleet has passed `check_fleet`.
 
@@ -167,6 +171,12 @@ class ClusterConfig(ConfigModel):
     clusters: `.fleet/local/kubeconfig`) or the ambient KUBECONFIG. Default None."""
     pools: list[PoolConfig] = Field(default_factory=list)
     """Node pools. Default none."""
+    autoscaler: Autoscaler = "managed"
+    """Who scales the cluster's pools unless a pool says otherwise: managed (EKS managed node
+    groups, GKE node pool autoscaling) or karpenter (Karpenter NodePools; aws and local
+    clusters, GPU pools). Default managed."""
+    karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig)
+    """Default see `KarpenterConfig`."""
 
     @property
     def remote_name(self) -> str:

@@ -48,7 +48,10 @@ class VolcanoConfig(ConfigModel):
     resource-strategy-fit proportional predicate; its scores stay off). Keeps CPU-only pods
     from taking the CPU that free GPUs need: on the Alibaba trace, 12 left 36-49 % fewer GPUs
     unallocated when the cluster is full (docs/replay.md, pack mode), at the price that a
-    CPU-only pod waits while a GPU-only node's idle GPUs hold the CPU it needs. Default None
+    CPU-only pod waits while a GPU-only node's idle GPUs hold the CPU it needs. One ratio for
+    every node (Volcano's predicate has no other): a pool with fewer cores per GPU takes no
+    CPU-only pod while all its GPUs are idle, so set it only where every GPU shape has at least
+    this many cores per GPU (docs/replay.md, "A reservation per node shape"). Default None
     (off)."""
 
 
@@ -147,8 +150,9 @@ class PushgatewayConfig(ConfigModel):
     deploy: bool = True
     """Run a Pushgateway in the system namespace (Deployment, Service, ServiceMonitor); false
     when one runs elsewhere (the local stack runs it on loopback). Default true."""
-    image: str = "quay.io/prometheus/pushgateway:v1.5.1"
-    """Pinned Pushgateway image. Default quay.io/prometheus/pushgateway:v1.5.1."""
+    image: ImageByDigest | None = None
+    """The Pushgateway's image by digest (`REPOSITORY@sha256:...`; `fleetplane image build` builds
+    it from the pinned binary, like OPA's). Required with `deploy: true`. Default None."""
     url: str | None = None
     """Base URL the controller pushes to; None for the in-cluster Service. Default None."""
 
@@ -188,6 +192,12 @@ class ObservabilityConfig(ConfigModel):
     controller_stale_seconds: int = Field(default=1800, ge=60)
     """No successful controller pass for this long fires FleetplaneControllerNotRunning.
     Default 1800."""
+    fragmented_gpus_alert_share: float = Field(default=0.1, gt=0, le=1)
+    """A pool whose fragmented accelerators (free ones the fleet's typical pods cannot use,
+    the controller's `fragmentation` concern) stay above this share of its allocatable ones
+    for `fragmented_alert_for_seconds` fires FleetplanePoolGpusFragmented. Default 0.1."""
+    fragmented_alert_for_seconds: int = Field(default=1800, ge=0)
+    """How long the fragmented share must stay above the line. Default 1800."""
     carbon_intensity_g_per_kwh: dict[str, float] = Field(default_factory=dict)
     """Grid carbon intensity (gCO2eq/kWh) per cluster region, over the catalog's defaults
     (`fleet.catalog.CARBON_INTENSITY_G_PER_KWH`, with their source). Default none."""

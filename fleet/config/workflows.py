@@ -3,6 +3,8 @@ GPU health, and how long work may live."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AwareDatetime, Field
 
 from fleet.config.base import ClockTime, ConfigModel, Day, ImageByDigest, MaxUnavailable, Name
@@ -93,6 +95,12 @@ class HealthConfig(ConfigModel):
     for. Default 3600."""
     validation_timeout_seconds: int = Field(default=1800, gt=0)
     """How long the validator may take after a remediation. Default 1800."""
+    recovery: Literal["act", "annotate"] = "act"
+    """Who carries out a GPU reset or a node reboot. `act`: the controller does, on the drained
+    node, with a privileged pod from `upgrade.validator_image` (`nvidia-smi --gpu-reset`, or the
+    host's reboot), each step asked of `fleetplane/decisions/health`. `annotate`: it only writes
+    `fleetplane.dev/remediation-request` for a cloud or DCIM integration to carry out. Default
+    `act`: without an integration a request is never answered (controller/remediation/README.md)."""
 
 
 class LifetimeConfig(ConfigModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from fleet.contract.codec import at_least, between, nodes_or_percent, non_negative, positive, rules
 
@@ -92,6 +93,9 @@ class Health:
     """How long a remedy may stay unanswered. Default 3600."""
     validation_timeout_seconds: int = field(default=1800, metadata=rules(check=non_negative))
     """How long the validator may take after a remediation. Default 1800."""
+    recovery: Literal["act", "annotate"] = field(default="act")
+    """Who carries out a reset or reboot: `act` the controller, `annotate` an integration that
+    answers `fleetplane.dev/remediation-request`. Default act."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,8 @@ from replay.pack.cluster import Cluster
 from replay.pack.fragmentation import Fragmentation, typical_pods
 from replay.pack.policies import POLICIES, Context, Policy
 from replay.pack.volcano import (
+    PER_SHAPE,
+    SHIPPED,
     VolcanoScoring,
     VolcanoWeights,
     gpu_binpack_tiers,
@@ -100,6 +102,9 @@ VOLCANO_VARIANTS: dict[str, VolcanoWeights] = {
     # predicate with GPU-only binpack.
     "reserve-cpu-for-gpus": VolcanoWeights.of(reserve_cpu_for_gpus_tiers()),
     "gpu-binpack-reserve-cpu": VolcanoWeights.of(reserve_cpu_for_gpus_tiers(gpu_binpack_tiers())),
+    # Scoring as shipped, the CPU kept for idle GPUs derived from each node's own shape (a
+    # predicate Volcano cannot express with one ratio; a scheduler extender can).
+    "reserve-cpu-per-shape": replace(SHIPPED, proportional=PER_SHAPE),
 }
 """Other configurations Volcano can express (`volcano:<name>`), to compare with the shipped one."""
 

@@ -15,24 +15,22 @@ FGD places a pod where this sum grows least. To score every node for every pod q
 node keeps, per typical pod, how many GPUs have room for it (`room`) and how many milli-GPUs
 sit on GPUs too small for it (`stranded`); a placement changes these only on the GPUs it
 touches, so the fragmentation after a hypothetical placement is a few array operations.
+
+The measure is `fleet.fragmentation`'s (the controller exports it per pool), vectorised here;
+`tests/replay/test_fragmentation_measure.py` holds the two to the same number for every node.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from fleet.fragmentation import PodShape
+from fleet.fragmentation import typical_pods as shared_typical_pods
 from replay.pack.cluster import MILLI, Cluster
 from replay.trace import PodRequest
-
-POPULARITY = 0.95
-"""Share of the workload's pods the typical pods cover (the simulator's experiments:
-`--pod-popularity-threshold 95`)."""
-
-Shape = tuple[int, int, int, tuple[str, ...]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,27 +51,22 @@ class TypicalPods:
 
 
 def typical_pods(pods: Sequence[PodRequest], models: Sequence[str]) -> TypicalPods:
-    shapes: Counter[Shape] = Counter(
-        (p.cpu_milli, p.gpu_milli if p.num_gpu else 0, p.num_gpu, p.gpu_spec) for p in pods
+    """The workload's typical pods (`fleet.fragmentation.typical_pods`: the simulator's
+    choice, most common first, equal counts larger shape first) as arrays."""
+    chosen = shared_typical_pods(
+        PodShape(num_gpu=p.num_gpu, gpu_milli=p.gpu_milli, cpu_milli=p.cpu_milli, models=p.gpu_spec)
+        for p in pods
     )
-    # Most common first; equal counts larger shape first (the simulator sorts its list in
-    # reverse of (count, cpu, milli, count of GPUs, models)).
-    ranked = sorted(shapes.items(), key=lambda kv: (kv[1], kv[0][:3], "|".join(kv[0][3])))[::-1]
-    total = sum(shapes.values())
-    chosen: list[tuple[Shape, int]] = []
-    covered = 0
-    for shape, count in ranked:
-        if covered >= POPULARITY * total:
-            break
-        chosen.append((shape, count))
-        covered += count
-    weight = np.array([c for _, c in chosen], dtype=float)
+    weight = np.array([t.weight for t in chosen], dtype=float)
     return TypicalPods(
-        cpu=np.array([s[0] for s, _ in chosen], dtype=np.int64),
-        milli=np.array([s[1] for s, _ in chosen], dtype=np.int64),
-        num_gpu=np.array([s[2] for s, _ in chosen], dtype=np.int64),
+        cpu=np.array([t.shape.cpu_milli for t in chosen], dtype=np.int64),
+        milli=np.array([t.shape.gpu_milli for t in chosen], dtype=np.int64),
+        num_gpu=np.array([t.shape.num_gpu for t in chosen], dtype=np.int64),
         weight=weight / weight.sum(),
-        accepts=np.array([[not s[3] or m in s[3] for m in models] for s, _ in chosen], dtype=bool),
+        accepts=np.array(
+            [[not t.shape.models or m in t.shape.models for m in models] for t in chosen],
+            dtype=bool,
+        ),
     )
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from fleet import labels
+from fleet.fragmentation import RESERVE_CAP_MILLI, RESERVE_SHARE_OF_NODE
 from fleet.volcano import (
     RESOURCE_STRATEGY_FIT,
     SCHEDULER_TIERS,
@@ -67,6 +68,10 @@ class Proportional:
 
     cpu: float
     memory: float
+    per_shape: bool = False
+    """Each node's own CPU per idle GPU instead of `cpu` (`fleet.fragmentation.
+    reserved_cpu_per_idle_gpu`): not a configuration Volcano can express (its predicate has
+    one ratio), a placement that sees each node can (a scheduler extender's predicate)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +199,10 @@ def reserve_cpu_for_gpus_tiers(
     return reserve_cpu_for_gpus(tiers, cpu=cpu, memory=memory)
 
 
+PER_SHAPE = Proportional(cpu=0, memory=0, per_shape=True)
+"""The CPU kept for idle GPUs derived from each node's own shape (not expressible in Volcano)."""
+
+
 class VolcanoScoring:
     """A pack-mode policy: the node a Volcano configuration's scores pick."""
 
@@ -214,7 +223,17 @@ class VolcanoScoring:
         if p is None or d.num_gpu:
             return nodes
         idle = c.left_total[nodes].astype(float)
-        cpu_ok = (c.cpu_left[nodes] - d.cpu).astype(float) >= idle * p.cpu
+        if p.per_shape:
+            # milli-cores per GPU, as reserved_cpu_per_idle_gpu: idle milli-GPUs x that / 1000
+            rate = np.minimum(
+                RESERVE_CAP_MILLI,
+                np.floor(
+                    RESERVE_SHARE_OF_NODE * c.cpu_capacity[nodes] / np.maximum(c.gpus[nodes], 1)
+                ),
+            )
+            cpu_ok = (c.cpu_left[nodes] - d.cpu).astype(float) * MILLI >= idle * rate
+        else:
+            cpu_ok = (c.cpu_left[nodes] - d.cpu).astype(float) >= idle * p.cpu
         memory_ok = (c.memory_left[nodes] - d.memory).astype(float) * MIB >= idle * p.memory * 1e6
         return nodes[cpu_ok & memory_ok]
 

@@ -113,6 +113,7 @@ class Declared:
 CONTROLLER_IMAGE = "us-docker.pkg.dev/acme/fleetplane/controller@sha256:" + "c" * 64
 VALIDATOR_IMAGE = "us-docker.pkg.dev/acme/fleetplane/validator@sha256:" + "d" * 64
 OPA_IMAGE = "us-docker.pkg.dev/acme/fleetplane/opa@sha256:" + "0" * 64
+PUSHGATEWAY_IMAGE = "us-docker.pkg.dev/acme/fleetplane/pushgateway@sha256:" + "e" * 64
 
 
 def minimal_raw_fleet() -> dict[str, Any]:
@@ -123,6 +124,7 @@ def minimal_raw_fleet() -> dict[str, Any]:
         "opa": {"image": OPA_IMAGE},
         "controller": {"image": CONTROLLER_IMAGE},
         "upgrade": {"validator_image": VALIDATOR_IMAGE},
+        "observability": {"pushgateway": {"image": PUSHGATEWAY_IMAGE}},
         "clusters": [
             {
                 "name": "gke",

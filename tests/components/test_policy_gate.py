@@ -78,6 +78,7 @@ def test_policy_gate(
         ("autoscaling", "horizontalpodautoscalers"),
         ("batch.volcano.sh", "jobs"),
         ("scheduling.volcano.sh", "podgroups"),
+        ("policy", "poddisruptionbudgets"),
         # What trusted controllers copy from (issue 33): Volcano's and the built-in operators'.
         ("batch.volcano.sh", "cronjobs"),
         ("flow.volcano.sh", "jobtemplates"),

@@ -38,12 +38,21 @@ SHARED = {"controller.act.runtime"}
 
 
 def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
-    assert CONCERNS == ("idle", "lifetime", "spend", "admission", "preempt", "disruption")
+    assert CONCERNS == (
+        "idle",
+        "lifetime",
+        "spend",
+        "admission",
+        "preempt",
+        "fragmentation",
+        "disruption",
+    )
     assert [entry.name for entry in REGISTRY] == list(CONCERNS)
     assert concern("lifetime").name == "lifetime"
     assert full_pass_description() == (
         "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's "
-        "admission data, priority preemption, then autoscaler disruption marks."
+        "admission data, priority preemption, GPU fragmentation, then autoscaler disruption "
+        "marks."
     )
 
 

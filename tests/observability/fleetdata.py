@@ -226,6 +226,9 @@ def generate(now: float | None = None) -> FleetData:
                 state="in-use",
                 **base,
             )
+            # the fragmentation concern: a few free GPUs stranded on partly used nodes
+            free = model_total - pools.get((pool, model, capacity_type), 0)
+            summary.set("pool_fragmented", (free % 8) * 0.5, **base)
         summary.set(
             "pool_accelerators",
             8,

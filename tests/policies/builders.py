@@ -163,6 +163,10 @@ class Workload:
         value = {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": seconds}
         return self._main(lambda c: c.update({probe: value}))
 
+    def placed(self, **spec: Any) -> Workload:
+        """With these placement fields of the pod spec (affinity, topologySpreadConstraints)."""
+        return self._spec(**spec)
+
     def tolerate_spot(self) -> Workload:
         return self._edit(lambda t: t["spec"].setdefault("tolerations", []).append(SPOT_TOLERATION))
 
@@ -399,6 +403,7 @@ OPERATOR_GVK = {
     "TrainingRuntime": ("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes"),
     "VolcanoCronJob": ("batch.volcano.sh", "v1alpha1", "CronJob", "cronjobs"),
     "OwnedPod": ("", "v1", "Pod", "pods"),
+    "PodDisruptionBudget": ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
 }
 
 

@@ -8,6 +8,7 @@ policyreview/corpus/reviews/ (tests/policies/corpus.py), the corpus that
 from __future__ import annotations
 
 from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
+from tests.policies.lifetime_cases import LIFETIME_CASES
 from tests.policies.operator_cases import OPERATOR_CASES
 
 DRA_GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
@@ -281,3 +282,6 @@ CASES: list[tuple[str, Workload, set[str]]] = [
 
 # The operators' kinds and issue 33's classes 3 and 5 (tests/policies/operator_cases.py).
 CASES += OPERATOR_CASES
+
+# Issue 33's disruption budgets, unmodellable preemptors and relabels (lifetime_cases.py).
+CASES += LIFETIME_CASES

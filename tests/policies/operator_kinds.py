@@ -15,7 +15,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from tests.policies.builders import OPERATOR_GVK, Json, Workload
+from tests.policies.builders import OPERATOR_GVK, Json, Workload, cpu
 
 EXEMPT = {"fleetplane.dev/exempt": "true"}
 
@@ -59,6 +59,12 @@ def volcano_cronjob(w: Workload) -> Workload:
     return replace(w, kind="VolcanoCronJob")
 
 
+def disruption_budget(**spec: Any) -> Workload:
+    """A PodDisruptionBudget with this spec (it carries no pod template: the template is a
+    placeholder the object leaves out)."""
+    return replace(cpu(), kind="PodDisruptionBudget", workload=spec)
+
+
 def owned_pod(w: Workload, owner: Json) -> Workload:
     return replace(w, kind="OwnedPod", workload={"owner": owner})
 
@@ -96,6 +102,8 @@ def operator_object(w: Workload, template: Json, meta: Json) -> Json:
     api_version = f"{group}/{version}" if group else version
     head = {"apiVersion": api_version, "kind": kind, "metadata": meta}
     spec = w.workload
+    if w.kind == "PodDisruptionBudget":
+        return {**head, "spec": spec}
     if w.kind == "OwnedPod":
         metadata = {**template.get("metadata", {}), **meta, "ownerReferences": [spec["owner"]]}
         return {**head, "metadata": metadata, "spec": template["spec"]}

@@ -11,24 +11,16 @@ item 2), so the API server keeps every field the test writes."""
 
 from __future__ import annotations
 
-import base64
-import copy
-import json
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components.certificates import server_bundle
-from components.policy_gate import webhook_rules
-from fleet.config import parse_fleet
 from localfleet.controlplane import LocalCluster
-from localfleet.servers import OpaServer
-from tests.components.component_testkit import minimal_raw_fleet
-from tests.policies.conftest import fixture_approvals
+from tests.policies.webhook_gate import create, gated_namespace
+
+__all__ = ["create"]  # test_dra_webhook sends its objects with it
 
 pytestmark = pytest.mark.integration
 
@@ -130,66 +122,18 @@ def raycluster(name: str, max_replicas: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def gated(kube: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A team namespace of its own behind the gate's webhook on a real OPA over HTTPS; the
-    webhook matches that namespace only (the API server is shared with other suites)."""
-    work = tmp_path_factory.mktemp("kinds-gate")
-    pem = server_bundle(["127.0.0.1"], validity_days=1)
-    files = {}
-    for key, name in (("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
-        files[name] = work / name
-        files[name].write_text(pem[key])
-    opa = OpaServer(work_dir=work / "opa", tls=(files["tls.crt"], files["tls.key"])).start()
-    namespace = f"kinds-{uuid.uuid4().hex[:8]}"
-    config = json.loads((Path(__file__).parents[2] / "policyreview/corpus/config.json").read_text())
-    config["namespaces"][namespace] = "research"
-    config["teams"]["research"]["namespaces"].append(namespace)
-    opa.put_data("fleetplane/config", config)
-    opa.put_data("fleetplane/approvals", fixture_approvals())
-    opa.put_data("fleetplane/spend", {})
-    fleet = parse_fleet(copy.deepcopy(minimal_raw_fleet()))
+    """A team namespace of its own behind the gate's webhook on a real OPA over HTTPS
+    (tests/policies/webhook_gate.py), with the operators' CRDs."""
     kube.apply(
         [
             crd("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
             crd("ray.io", "v1", "RayCluster", "rayclusters"),
         ]
     )
-    kube.kubectl("create", "namespace", namespace)
-    name = f"kinds-gate-{namespace}"
-    hook = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": "admission.fleetplane.dev",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "timeoutSeconds": 10,
-                "failurePolicy": "Fail",
-                "matchPolicy": "Equivalent",
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": webhook_rules(fleet),
-                "clientConfig": {
-                    "url": f"{opa.https_url}/",
-                    "caBundle": base64.b64encode(pem["ca_pem"].encode()).decode(),
-                },
-            }
-        ],
-    }
-    kube.apply([hook])
-    try:
-        for plural in ("jobsets.jobset.x-k8s.io", "rayclusters.ray.io"):
-            kube.kubectl("wait", "--for=condition=Established", f"crd/{plural}", "--timeout=30s")
-        time.sleep(2)  # the API server picks up the new webhook
+    for plural in ("jobsets.jobset.x-k8s.io", "rayclusters.ray.io"):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{plural}", "--timeout=30s")
+    with gated_namespace(kube, tmp_path_factory.mktemp("kinds-gate"), "kinds") as namespace:
         yield namespace
-    finally:
-        kube.kubectl("delete", "validatingwebhookconfiguration", name, check=False)
-        kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        opa.stop()
-
-
-def create(kube: LocalCluster, namespace: str, obj: dict[str, Any]) -> Any:
-    return kube.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False)
 
 
 def test_a_jobset_is_judged_whole(kube: LocalCluster, gated: str) -> None:

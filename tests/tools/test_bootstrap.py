@@ -24,6 +24,7 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
         "lws",
         "kuberay",
         "trainer",
+        "karpenter",
         "prometheus",
         "pushgateway",
         "alertmanager",
@@ -37,6 +38,8 @@ def test_every_pinned_tool_has_a_version_read_from_its_recipe() -> None:
     assert tools["pulumi"].version.startswith("v3.")
     assert tools["pulumi-resource-kubernetes"].version.startswith("v4.")
     assert tools["kube"].version.startswith("v1.")
+    assert tools["karpenter"].version.startswith("v1.")
+    assert set(tools["karpenter"].binaries) == {"karpenter-kwok", "karpenter-crds.yaml"}
     assert {"kube-apiserver", "kubelet", "kube-proxy", "kubectl"} <= set(tools["kube"].binaries)
     assert tools["volcano"].version == "v1.15.1"
     # the operators' releases, from one wrapper module (Trainer v2.1.0 requires JobSet v0.10.1)

@@ -11,6 +11,7 @@ from tools.bootstrap.go import (
     go_version,
     required_version,
 )
+from tools.bootstrap.karpenter import karpenter_tool
 from tools.bootstrap.operators import operator_tools
 from tools.bootstrap.pulumi import (
     PULUMI_DIR,
@@ -113,6 +114,8 @@ def pinned_tools() -> list[Tool]:
         ),
         # JobSet, LeaderWorkerSet, KubeRay and Kubeflow Trainer (tools/bootstrap/operators.py)
         *operator_tools(),
+        # Karpenter's core with its KWOK cloud provider (tools/bootstrap/karpenter.py)
+        karpenter_tool(),
         # Debian bookworm's versions as `apt-cache policy` offered them when pinned.
         debian_tool(
             name="prometheus",

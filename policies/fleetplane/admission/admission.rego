@@ -231,7 +231,8 @@ kind_class := class if {
 #   the platform's labels and annotations); "changes" on UPDATE of a Pod (also its
 #   ephemeralcontainers and resize subresources), judged for what it changes;
 #   "podgroup" and "autoscaler" on CREATE and UPDATE of Volcano PodGroups and
-#   HorizontalPodAutoscalers; "metadata" too on CREATE and UPDATE of a
+#   HorizontalPodAutoscalers; "disruption" on CREATE and UPDATE of
+#   PodDisruptionBudgets (disruption.rego); "metadata" too on CREATE and UPDATE of a
 #   runtime (lib/workloads/runtime.rego). One else chain: the cases exclude each other,
 #   and OPA stops at the first that holds.
 mode := "none" if {
@@ -273,6 +274,10 @@ mode := "none" if {
 	object.get(input.request, "subResource", "") == ""
 } else := "autoscaler" if {
 	[object.get(input.request.kind, "group", ""), input.request.kind.kind] == ["autoscaling", "HorizontalPodAutoscaler"]
+	input.request.operation in {"CREATE", "UPDATE"}
+	object.get(input.request, "subResource", "") == ""
+} else := "disruption" if {
+	[object.get(input.request.kind, "group", ""), input.request.kind.kind] == ["policy", "PodDisruptionBudget"]
 	input.request.operation in {"CREATE", "UPDATE"}
 	object.get(input.request, "subResource", "") == ""
 } else := "none"
@@ -441,7 +446,7 @@ evaluated if mode == "none"
 
 # The modes without pod templates read single fields; their rules fail
 # closed on their own (a missing field denies).
-evaluated if mode in {"metadata", "podgroup", "autoscaler"}
+evaluated if mode in {"metadata", "podgroup", "autoscaler", "disruption"}
 
 evaluated if {
 	mode == "scale"

@@ -61,52 +61,6 @@ common_cases := {
 	"training job with a short grace under a deadline": testing.job(testing.with_spec(testing.training, {"activeDeadlineSeconds": 3600, "terminationGracePeriodSeconds": 60}), {"backoffLimit": 1}),
 }
 
-test_fast_path_takes_models_selected_by_affinity[name] if {
-	some name, rev in affinity_cases
-	fast(rev, {})
-	clean(rev, {})
-}
-
-# A pod that may land on several models is priced at the dearest, as the full
-# rules price it: the H100's budget warning, not the A100's.
-test_fast_path_prices_an_affinity_at_the_dearest_model if {
-	spend := spent("research", 39000)
-	both := affinity_cases["training accepting two models by affinity"]
-	warnings := admission.fast_warnings with input as both
-		with data.fleetplane.config as testing.config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	warnings == with_spend(testing.pod(training), spend, "warning_list")
-	warnings == with_spend(both, spend, "warning_list")
-	warnings != with_spend(testing.pod(testing.with_spec(training, {"nodeSelector": testing.a100})), spend, "warning_list")
-}
-
-# Pods that accept several models say so with one required node affinity
-# expression `In` on the model label (as the replay's pods do): the fast path
-# reads that shape, nothing more.
-h100_value := testing.h100["nvidia.com/gpu.product"]
-
-a100_value := testing.a100["nvidia.com/gpu.product"]
-
-model_expression(values) := {"key": "nvidia.com/gpu.product", "operator": "In", "values": values}
-
-required_terms(terms) := {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
-
-# A template that selects its models by affinity (terms), with the nodeSelector
-# given (its model label dropped by the caller).
-by_affinity(tmpl, selector, terms) := testing.with_spec(testing.replace_spec(tmpl, "nodeSelector", selector), {"affinity": required_terms(terms)})
-
-by_models(tmpl, values) := by_affinity(tmpl, {}, [{"matchExpressions": [model_expression(values)]}])
-
-affinity_cases := {
-	"training accepting two models by affinity": testing.pod(by_models(training, [h100_value, a100_value])),
-	"training accepting one model by affinity": testing.pod(by_models(training, [a100_value])),
-	"inference deployment accepting two models by affinity": testing.deployment(by_models(testing.inference, [a100_value, h100_value]), 2),
-	"spot batch accepting two models by affinity": testing.pod(by_affinity(testing.batch, testing.spot_selector, [{"matchExpressions": [model_expression([a100_value, h100_value])]}])),
-	"affinity listing a model twice": testing.pod(by_models(training, [h100_value, h100_value])),
-}
-
 test_fast_path_takes_the_common_workloads[name] if {
 	some name, rev in common_cases
 	fast(rev, {})
@@ -209,46 +163,9 @@ refused_cases := {
 	)),
 }
 
-# Under both lines the fast path only answers when the warning line is at or
-# under the limit; otherwise the full rules judge (and allow).
-test_fast_path_leaves_inverted_budget_lines_to_the_full_rules if {
-	rev := testing.pod(training)
-	inverted := object.union(testing.config, {"budget": {"warn_ratio": 1.0, "deny_ratio": 0.8}})
-	not admission.fast_allowed with input as rev
-		with data.fleetplane.config as inverted
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-	admission.allowed with input as rev
-		with data.fleetplane.config as inverted
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-}
-
 test_fast_path_leaves_the_rest_to_the_full_rules[name] if {
 	some name, rev in refused_cases
 	not fast(rev, {})
-}
-
-# Spend decides between the fast path and the full rules: under the warning
-# line the fast path answers; at a warning, a denial, a malformed or unusual
-# record, the full rules do.
-spend_cases := {
-	"stale month": [{"research": {"month": "2026-10", "usd": 1000000}}, true],
-	"well under": [spent("research", 1000), true],
-	"over the warning line": [spent("research", 39000), true],
-	"over the budget": [spent("research", 60000), false],
-	"malformed": [spent("research", "lots"), false],
-	"not an object": [[1], false],
-	"no usd for a stale month": [{"research": {"month": "2026-10"}}, false],
-}
-
-test_fast_path_and_spend[name] if {
-	some name, [spend, want] in spend_cases
-	rev := testing.pod(training)
-	fast_answer := count({1 | fast(rev, spend)}) == 1
-	fast_answer == want
 }
 
 test_fast_path_never_contradicts_the_full_rules if {
@@ -272,124 +189,11 @@ contract_configs := {
 	"unbounded inference, research exempt": unbounded_exempt,
 }
 
-# Inference has no default runtime, and team research is exempt from the
-# budget for it: nothing bounds an inference pod in time, and it is allowed
-# with the exemption warning (as the replay's serving team is).
-unbounded_exempt := object.union(testing.config, {
-	"workload_types": {"inference": {"default_max_runtime_seconds": null}},
-	"teams": {"research": {"budget_exempt_types": ["inference"]}},
-})
-
-unbounded_exempt_cases := {
-	"inference pod": testing.pod(testing.inference),
-	"inference deployment by affinity": testing.deployment(by_models(testing.inference, [h100_value, a100_value]), 2),
-}
-
-test_fast_path_allows_an_unbounded_workload_of_an_exempt_team_like_the_full_rules[name] if {
-	some name, rev in unbounded_exempt_cases
-	every spend in [{}, spent("research", 39000), spent("research", 60000), {"research": {"month": "2026-10", "usd": 1000000}}] {
-		unbounded_answer_agrees(rev, unbounded_exempt, spend)
-	}
-}
-
-unbounded_answer_agrees(rev, config, spend) if {
-	fast := admission.fast_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	fast.allowed == true
-	[warning] := fast.warnings
-	contains(warning, "nothing bounds how long the pods of")
-	endswith(warning, "admitted because team research is exempt from the budget limit for inference workloads")
-	fast == data.system.full_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-}
-
-# Without the exemption the full rules deny it; with a malformed spend
-# record (which they check even without an estimate) too.
-test_fast_path_leaves_unbounded_workloads_to_the_full_rules[name] if {
-	some name, [config, spend] in {
-		"not exempt": [json.patch(unbounded_exempt, [{"op": "replace", "path": "/teams/research/budget_exempt_types", "value": []}]), {}],
-		"malformed spend": [unbounded_exempt, spent("research", "lots")],
-		"spend not a record": [unbounded_exempt, {"research": 5}],
-	}
-	rev := unbounded_exempt_cases["inference pod"]
-	not admission.fast_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	full := data.system.full_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	full.allowed == false
-	startswith(full.status.message, "budget: ")
-}
-
-contract_reservations := {"research": {"uid-a": {"usd": 30000, "expires_at": testing.now + 60}}}
-
 test_fast_path_agrees_under_other_configurations[name] if {
 	some name, config in contract_configs
 	every rev in object.union(object.union(common_cases, affinity_cases), refused_cases) {
 		same_response(rev, config, {})
 	}
-}
-
-test_fast_path_agrees_with_reservations if {
-	every rev in object.union(object.union(common_cases, affinity_cases), refused_cases) {
-		same_response(rev, testing.config, contract_reservations)
-	}
-}
-
-same_response(rev, config, reservations) if {
-	not admission.fast_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with data.fleetplane.reservations as reservations
-		with time.now_ns as testing.now_ns
-}
-
-same_response(rev, config, reservations) if {
-	fast := admission.fast_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with data.fleetplane.reservations as reservations
-		with time.now_ns as testing.now_ns
-	fast == data.system.full_response with input as rev
-		with data.fleetplane.config as config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with data.fleetplane.reservations as reservations
-		with time.now_ns as testing.now_ns
-}
-
-test_fast_path_takes_reservations_into_account if {
-	rev := testing.pod(training)
-	warnings := admission.fast_warnings with input as rev
-		with data.fleetplane.config as testing.config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spent("research", 10000)
-		with data.fleetplane.reservations as contract_reservations
-		with time.now_ns as testing.now_ns
-	count(warnings) == 1
-	contains(warnings[0], "+ $30000 reserved for workloads admitted since")
-}
-
-test_fast_path_leaves_restricted_types_and_reserved_pools_to_the_full_rules[name] if {
-	some name in ["restricted training", "reserved pools", "no default runtime"]
-	not admission.fast_response with input as testing.pod(training)
-		with data.fleetplane.config as contract_configs[name]
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
 }
 
 fast_implies_clean(rev, spend) if not fast(rev, spend)
@@ -427,93 +231,6 @@ fast_response_agrees(rev, spend) if {
 		with time.now_ns as testing.now_ns
 }
 
-test_fast_path_answers_a_budget_warning_like_the_full_rules if {
-	rev := testing.pod(training)
-	spend := spent("research", 39000)
-	answer := data.system.main with input as rev
-		with data.fleetplane.config as testing.config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	warnings := with_spend(rev, spend, "warning_list")
-	count(warnings) == 1
-	startswith(warnings[0], "budget: team research would reach 83% of its monthly budget")
-	answer.response == {"uid": rev.request.uid, "allowed": true, "warnings": warnings}
-}
-
-# Over the limit the fast path denies with the full rules' message (a fifth
-# of the full-rule reviews of the benchmark's trace requests were these).
-test_fast_path_denies_over_the_budget_like_the_full_rules if {
-	rev := testing.pod(training)
-	spend := spent("research", 60000)
-	fast := admission.fast_response with input as rev
-		with data.fleetplane.config as testing.config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	fast.allowed == false
-	startswith(fast.status.message, "budget: team research would reach ")
-	contains(fast.status.message, "over the 100% limit")
-	fast == data.system.full_response with input as rev
-		with data.fleetplane.config as testing.config
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-}
-
-test_fast_path_gives_the_exemption_warning if {
-	rev := testing.deployment(testing.inference, 1)
-	spend := spent("research", 60000)
-	exempting := object.union(testing.config, {"teams": {"research": {"budget_exempt_types": ["inference"]}}})
-	fast_warnings := admission.fast_warnings with input as rev
-		with data.fleetplane.config as exempting
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	fast_warnings == admission.warning_list with input as rev
-		with data.fleetplane.config as exempting
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as spend
-		with time.now_ns as testing.now_ns
-	contains(fast_warnings[0], "admitted because inference workloads are exempt")
-}
-
-# A registry entry without the trailing "/" is left to the full rules (which
-# read it as a whole host and allow the training image).
-test_fast_path_leaves_registries_without_a_slash_to_the_full_rules if {
-	rev := testing.pod(training)
-	hosts := object.union(testing.config, {"registries": ["nvcr.io", "registry.fleetplane.internal/"]})
-	not admission.fast_allowed with input as rev
-		with data.fleetplane.config as hosts
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-	admission.allowed with input as rev
-		with data.fleetplane.config as hosts
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-}
-
-# A namespace the configuration maps to null is a team namespace for the full
-# rules (`in_team_namespace` holds on any value but false), so their security
-# rules apply there: the fast path must not skip them.
-test_fast_path_applies_the_security_rules_in_a_namespace_mapped_to_null if {
-	privileged := testing.replace_spec(testing.cpu, "containers", [{"name": "web", "image": "nvcr.io/x", "securityContext": {"privileged": true}}])
-	rev := testing.pod_in(privileged, "odd")
-	odd := object.union(testing.config, {"namespaces": {"odd": null}})
-	not admission.fast_allowed with input as rev
-		with data.fleetplane.config as odd
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-	not admission.allowed with input as rev
-		with data.fleetplane.config as odd
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-}
-
 # A review that breaks only the priority-class or the idle-timeout rule is
 # denied by the fast path with the full rules' response; one that breaks
 # another rule too is left to them.
@@ -535,24 +252,6 @@ fast_denials := {
 	"accelerator image from docker hub": testing.deployment(testing.replace_spec(testing.inference, "containers", [testing.container("main", {"nvidia.com/gpu": "1"}), {"name": "proxy", "image": "envoy:1"}]), 1),
 	"no model selected": refused_cases["no model selected"],
 	"another type's priority class, models by affinity": testing.pod(testing.with_spec(by_models(training, [h100_value, a100_value]), {"priorityClassName": "fleetplane-notebook"})),
-}
-
-# An image that only matches an allowed registry once qualified (docker.io
-# for a single name) is allowed by the fast path, as by the full rules.
-test_fast_path_allows_an_image_allowed_once_qualified if {
-	rev := testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "python:3"}]}))
-	hub := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["docker.io/library/"])})
-	fast := admission.fast_response with input as rev
-		with data.fleetplane.config as hub
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-	fast == {"uid": rev.request.uid, "allowed": true}
-	admission.allowed with input as rev
-		with data.fleetplane.config as hub
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
 }
 
 test_fast_path_denies_like_the_full_rules[name] if {
@@ -586,41 +285,4 @@ test_fast_path_leaves_other_broken_rules_to_the_full_rules if {
 		with data.fleetplane.spend as {}
 		with time.now_ns as testing.now_ns
 	answers(rev, "full_response").allowed == false
-}
-
-# A registry entry whose first part is no host ("team/" is docker.io/team/
-# once qualified) is left to the full rules, which deny an image under it.
-test_fast_path_leaves_registries_without_a_host_to_the_full_rules if {
-	rev := testing.pod(testing.with_spec(testing.cpu, {"containers": [{"name": "web", "image": "team/web:1"}]}))
-	odd := object.union(testing.config, {"registries": array.concat(testing.config.registries, ["team/"])})
-	not admission.fast_response with input as rev
-		with data.fleetplane.config as odd
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-	not admission.allowed with input as rev
-		with data.fleetplane.config as odd
-		with data.fleetplane.approvals as testing.approvals
-		with data.fleetplane.spend as {}
-		with time.now_ns as testing.now_ns
-}
-
-# fast_spot_placement writes lib's spot labels and the spot taint's key as
-# literals (a constant rule costs OPA an evaluation per review): they must
-# stay the same names.
-test_fast_spot_placement_literals_are_lib_constants if {
-	{k | some k, _ in data.fleetplane.lib.spot_node_labels} == {"fleetplane.dev/capacity-type", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType", "cloud.google.com/gke-spot"}
-	data.fleetplane.lib.spot_taint.key == "fleetplane.dev/capacity-type"
-}
-
-test_fast_spot_placement_reads_tolerations_of_the_spot_taint_only[name] if {
-	some name, case in {
-		"a gpu toleration": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], "opens": false},
-		"the spot taint": {"tolerations": [{"key": "fleetplane.dev/capacity-type", "operator": "Equal", "value": "spot"}], "opens": true},
-		"every taint": {"tolerations": [{"operator": "Exists"}], "opens": true},
-		"the spot key, another value": {"tolerations": [{"key": "fleetplane.dev/capacity-type", "value": "no"}], "opens": false},
-	}
-	affinity := {"key": "nvidia.com/gpu.product", "values": ["NVIDIA-A100-SXM4-40GB"]}
-	placement := admission.fast_spot_placement({"tolerations": case.tolerations}, {}, affinity)
-	placement == {"pins_spot": false, "opens_spot": case.opens}
 }

@@ -64,7 +64,13 @@ spend_problems(team, now_ns) := {msg |
 #   reservation and is not counted twice. A team without entries has none;
 #   undefined when an entry is malformed (see reservation_problems), so
 #   callers fail closed.
-reserved(team, now_ns, uids) := 0 if {
+reserved(team, now_ns, uids) := kept + admitted_reserved(team, now_ns, uids) if {
+	kept := kept_reserved(team, now_ns, uids)
+}
+
+# The controller's reservations of a team (data.fleetplane.reservations), as
+# reserved describes them.
+kept_reserved(team, now_ns, uids) := 0 if {
 	not has_reservations(team)
 } else := amount if {
 	# By expiry (what the controller writes): a decision reads the team's few
@@ -91,6 +97,42 @@ reserved(team, now_ns, uids) := 0 if {
 }
 
 has_reservations(team) if _ = data.fleetplane.reservations[team]
+
+# A workload the controller's reservations hold (by expiry, or as the older
+# flat map).
+kept_reservation(team, key) if _ = data.fleetplane.reservations[team].workloads[key]
+
+kept_reservation(team, key) if {
+	not data.fleetplane.reservations[team].expiring
+	_ = data.fleetplane.reservations[team][key]
+}
+
+# METADATA
+# description: >-
+#   USD reserved at admission (issue 33, the budget race): the admission
+#   front (controller/admission_front.py) writes an entry {usd, expires_at}
+#   under data.fleetplane.admitted[team][workload uid] as part of admitting a
+#   workload, before answering the API server, so a workload admitted next
+#   sees it though no pod of the first exists yet. The unexpired entries
+#   count but the object's own (its uids) and those the controller's
+#   reservations already hold (the same workload uid: its pods exist and
+#   are priced there). A team without entries has none; undefined when an
+#   entry is malformed, so callers fail closed.
+admitted_reserved(team, now_ns, uids) := 0 if {
+	not data.fleetplane.admitted[team]
+	now_ns == now_ns
+	uids == uids
+} else := sum(amounts) if {
+	entries := data.fleetplane.admitted[team]
+	is_object(entries)
+	count([key | some key, e in entries; not well_formed_entry(e)]) == 0
+	amounts := [e.usd |
+		some key, e in entries
+		e.expires_at * 1000000000 > now_ns
+		not key in uids
+		not kept_reservation(team, key)
+	]
+}
 
 # METADATA
 # description: >-

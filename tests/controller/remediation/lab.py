@@ -15,21 +15,26 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import redirect_stdout
+from pathlib import Path
 from typing import Any
 
 from controller.config import FleetView, Settings, parse_config
 from controller.errors import InjectedFault
+from controller.health.remedy import run_reboot
 from controller.log import configure
 from controller.nodeflow.validator import termination_message
 from controller.observe.kube import KubeClient, object_path, pod_path
 from controller.observe.metrics import Prometheus
 from controller.remediation import states
 from controller.remediation.observe import health_node
+from controller.remediation.remedy_pods import REMEDY_ATTEMPT_LABEL
 from controller.remediation.run import PassResult, run_health_pass
 from controller.remediation.settings import HealthSettings, health_settings
 from fleet import labels as keys
@@ -89,6 +94,10 @@ def series(
     return out
 
 
+def _no_signal(pid: int, signum: int) -> None:
+    raise AssertionError(f"the test must never signal PID {pid} ({signum})")
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -107,6 +116,7 @@ class HealthLab:
         *,
         nodes: int,
         max_unavailable: int | str = "50%",
+        recovery: str = "annotate",
     ) -> None:
         self.kube = kube
         self.opa = opa
@@ -114,13 +124,14 @@ class HealthLab:
         self.pool = f"hl-{uuid.uuid4().hex[:6]}"
         self.names = [f"{self.pool}-{i}" for i in range(nodes)]
         self.client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
-        self.document = self._document(max_unavailable)
+        self.document = self._document(max_unavailable, recovery)
         self.prometheus: PrometheusServer | None = None
         self.logs = io.StringIO()
         self.validated: list[str] = []
         self.remediated: list[str] = []
+        self.remedies: list[str] = []
 
-    def _document(self, max_unavailable: int | str) -> dict[str, Any]:
+    def _document(self, max_unavailable: int | str, recovery: str) -> dict[str, Any]:
         document = copy.deepcopy(render_opa_data(load_stack_config(stack_file("local"))))
         template = next(p for p in document["pools"].values() if p.get("driver_version"))
         document["pools"] = {self.pool: {**template, "model": "h100-80gb"}}
@@ -132,6 +143,7 @@ class HealthLab:
             "stale_after_seconds": 180,
             "checkpoint_window_seconds": 900,
             "checkpoint_max_age_seconds": 600,
+            "recovery": recovery,
         }
         document["upgrade"] = {**document["upgrade"], "validator_namespace": self.namespace}
         document["controller"]["namespace"] = self.namespace
@@ -279,17 +291,59 @@ class HealthLab:
             wait_for(running, timeout=20)
             self._finish_validator(raw)
 
-    def _finish_validator(self, raw: dict[str, Any]) -> None:
-        node = raw["spec"]["nodeName"]
-        container = raw["spec"]["containers"][0]
-        out = io.StringIO()
-        with redirect_stdout(out):
-            code = health_main(
-                ["check", *container["args"], "--node", node],
-                nvml=FakeNvml(FakeNode.hgx(8).with_driver(DRIVER)),
+    def remedy_pods(self) -> list[dict[str, Any]]:
+        return [
+            raw
+            for raw in self.client.list(
+                pod_path(self.namespace), params={"labelSelector": REMEDY_ATTEMPT_LABEL}
             )
-        message = termination_message(json.loads(out.getvalue()))
-        self.validated.append(f"{node}:{code}")
+            if not raw["metadata"].get("deletionTimestamp")
+        ]
+
+    def kubelet_turn(self, env: dict[str, str], scratch: Path) -> None:
+        """What the node's kubelet does with a remedy pod (`health.recovery: act`): its command
+        runs (here a child process of this package, with the stand-in nvidia-smi on PATH) and
+        its exit code and termination message become the pod's terminated status."""
+        for raw in self.remedy_pods():
+            statuses = (raw.get("status") or {}).get("containerStatuses") or [{}]
+            if "terminated" in (statuses[0].get("state") or {}):
+                continue
+            container = raw["spec"]["containers"][0]
+            message = scratch / f"{raw['metadata']['name']}.termination-log"
+            if container["command"][-1] == "reboot":
+                # Never the host's own PID 1: the reboot runs against a stand-in /proc whose
+                # init is not systemd, and a signal would fail the test.
+                code = run_reboot(
+                    node=raw["spec"]["nodeName"],
+                    proc=self._init_proc(scratch),
+                    kill=_no_signal,
+                    termination_log=message,
+                )
+            else:
+                code = subprocess.run(
+                    [sys.executable, "-m", *container["command"], *container.get("args", [])],
+                    env={
+                        **os.environ,
+                        **env,
+                        "TERMINATION_MESSAGE_PATH": str(message),
+                        "NODE_NAME": raw["spec"]["nodeName"],
+                    },
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).returncode
+            self.remedies.append(f"{raw['spec']['nodeName']}:{container.get('args', [])}:{code}")
+            self._terminate(raw, code, message.read_text() if message.exists() else "")
+
+    @staticmethod
+    def _init_proc(scratch: Path) -> Path:
+        proc = scratch / "proc"
+        (proc / "1").mkdir(parents=True, exist_ok=True)
+        (proc / "1" / "comm").write_text("tini\n")
+        return proc
+
+    def _terminate(self, raw: dict[str, Any], code: int, message: str) -> None:
+        container = raw["spec"]["containers"][0]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.client.merge_patch(
             pod_path(raw["metadata"]["namespace"], raw["metadata"]["name"]) + "/status",
@@ -306,7 +360,7 @@ class HealthLab:
                             "state": {
                                 "terminated": {
                                     "exitCode": code,
-                                    "reason": "Completed",
+                                    "reason": "Completed" if code == 0 else "Error",
                                     "message": message,
                                     "startedAt": stamp,
                                     "finishedAt": stamp,
@@ -317,6 +371,19 @@ class HealthLab:
                 }
             },
         )
+
+    def _finish_validator(self, raw: dict[str, Any]) -> None:
+        node = raw["spec"]["nodeName"]
+        container = raw["spec"]["containers"][0]
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = health_main(
+                ["check", *container["args"], "--node", node],
+                nvml=FakeNvml(FakeNode.hgx(8).with_driver(DRIVER)),
+            )
+        message = termination_message(json.loads(out.getvalue()))
+        self.validated.append(f"{node}:{code}")
+        self._terminate(raw, code, message)
 
     # the controller's turn --------------------------------------------------------------------
 

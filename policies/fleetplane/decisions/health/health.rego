@@ -3,8 +3,10 @@
 # description: >-
 #   May the controller take this step of GPU health remediation now? Every
 #   step is asked: quarantining a node, cordoning a hot one, draining it,
-#   evicting pods, requesting a reset or reboot, validating, returning it to
-#   service, marking it for replacement. (How long work lives, orphans and
+#   evicting pods, requesting a reset or reboot, carrying out a GPU reset or a
+#   node reboot itself (health.recovery "act": only on a cordoned node that
+#   holds no GPU work), validating, returning it to service, marking it for
+#   replacement. (How long work lives, orphans and
 #   stragglers are the lifetime decision's.) Allowed only on explicit
 #   evidence; missing input never allows.
 package fleetplane.decisions.health
@@ -41,7 +43,11 @@ reasons := sort([r | some r in evidence]) if {
 node_actions := {
 	"quarantine", "cordon-hot", "drain", "evict", "request-remediation",
 	"validate", "return", "uncordon-cool", "needs-replacement",
+	"gpu-reset", "reboot",
 }
+
+# The remedies the controller carries out itself when health.recovery is "act".
+acted_remedies := {"gpu-reset", "reboot"}
 
 input_problems contains "input must be an object" if not is_object(input)
 
@@ -101,6 +107,8 @@ state_before := {
 	"return": {"validating"},
 	"uncordon-cool": {"hot"},
 	"needs-replacement": {"draining", "remediating", "validating"},
+	"gpu-reset": {"remediating"},
+	"reboot": {"remediating"},
 }
 
 # ----------------------------------------------------------------- checks
@@ -116,6 +124,14 @@ required_checks contains "state" if state_before[input.action]
 required_checks contains "evictions_explained" if input.action == "evict"
 
 required_checks contains "remedy" if input.action == "request-remediation"
+
+required_checks contains "recovery_acts" if input.action in acted_remedies
+
+required_checks contains "remedy_asked" if input.action in acted_remedies
+
+required_checks contains "cordoned" if input.action in acted_remedies
+
+required_checks contains "drained" if input.action in acted_remedies
 
 passed contains "node_in_pool" if node_labels[lib.keys.pool] == input.pool
 
@@ -152,6 +168,14 @@ passed contains "evictions_explained" if {
 
 passed contains "remedy" if input.remedy in {"gpu-reset", "reboot"}
 
+passed contains "recovery_acts" if health.recovery == "act"
+
+passed contains "remedy_asked" if input.remedy == input.action
+
+passed contains "cordoned" if input.node.spec.unschedulable == true
+
+passed contains "drained" if input.gpu_pods == 0
+
 # ---------------------------------------------------------------- reasons
 
 failures["node_in_pool"] := sprintf("the node's %s label is %s, not %s", [lib.keys.pool, json.marshal(object.get(node_labels, lib.keys.pool, null)), json.marshal(object.get(input, "pool", null))])
@@ -167,6 +191,14 @@ failures["state"] := sprintf("%s is not a step from state %s", [input.action, js
 failures["evictions_explained"] := "every eviction must name its pod and why"
 
 failures["remedy"] := sprintf("remedy %s is not one a node can be asked for (gpu-reset, reboot)", [json.marshal(object.get(input, "remedy", null))])
+
+failures["recovery_acts"] := sprintf("health.recovery is %s: the controller only asks an integration (annotate), it does not act", [json.marshal(object.get(health, "recovery", null))])
+
+failures["remedy_asked"] := sprintf("the node's remedy is %s, not %s", [json.marshal(object.get(input, "remedy", null)), input.action])
+
+failures["cordoned"] := sprintf("%s needs a cordoned node", [input.action])
+
+failures["drained"] := sprintf("%s needs a node without GPU work; gpu_pods is %s", [input.action, json.marshal(object.get(input, "gpu_pods", null))])
 
 failure(check) := msg if {
 	msg := failures[check]

@@ -94,7 +94,7 @@ test_evictions_must_be_explained if {
 
 test_missing_input_never_allows if {
 	decide({}).reasons == [
-		"input.action must be one of cordon-hot, drain, evict, needs-replacement, quarantine, request-remediation, return, uncordon-cool, validate",
+		"input.action must be one of cordon-hot, drain, evict, gpu-reset, needs-replacement, quarantine, reboot, request-remediation, return, uncordon-cool, validate",
 		"input.now must be a non-negative integer",
 	]
 	not decide(object.remove(quarantine, ["node"])).allow
@@ -102,4 +102,37 @@ test_missing_input_never_allows if {
 	not decide(object.remove(quarantine, ["pool_nodes"])).allow
 	not decide(object.remove(quarantine, ["now"])).allow
 	not decide("quarantine").allow
+}
+
+# ------------------------------------------------ remedies the controller carries out itself
+
+acting_config := object.union(testing.config, {"health": {"recovery": "act"}})
+
+decide_acting(request) := result if {
+	result := health.decision with input as request with data.fleetplane.config as acting_config
+}
+
+cordoned := object.union(node, {"spec": {"unschedulable": true}})
+
+reset := {"action": "gpu-reset", "node": cordoned, "pool": "h100-spot", "state": "remediating", "remedy": "gpu-reset", "gpu_pods": 0, "now": now}
+
+test_gpu_reset_on_a_cordoned_drained_node if {
+	decide_acting(reset) == {"allow": true, "reasons": ["gpu-reset allowed: cordoned, drained, node_in_pool, recovery_acts, remedy_asked, state"]}
+	decide_acting(with_(reset, {"action": "reboot", "remedy": "reboot"})).allow
+}
+
+test_gpu_reset_refused_unless_every_check_holds if {
+	decide_acting(with_(reset, {"gpu_pods": 1})).reasons == ["gpu-reset needs a node without GPU work; gpu_pods is 1"]
+	decide_acting(with_(reset, {"node": {"spec": {"unschedulable": false}}})).reasons == ["gpu-reset needs a cordoned node"]
+	decide_acting(with_(reset, {"remedy": "reboot"})).reasons == [`the node's remedy is "reboot", not gpu-reset`]
+	decide_acting(with_(reset, {"state": "draining"})).reasons == [`gpu-reset is not a step from state "draining"`]
+	not decide_acting(object.remove(reset, ["gpu_pods"])).allow
+	not decide_acting(object.remove(reset, ["remedy"])).allow
+}
+
+test_gpu_reset_refused_when_recovery_annotates if {
+	annotating := object.union(testing.config, {"health": {"recovery": "annotate"}})
+	answer := health.decision with input as reset with data.fleetplane.config as annotating
+	answer.reasons == [`health.recovery is "annotate": the controller only asks an integration (annotate), it does not act`]
+	not decide(reset).allow
 }

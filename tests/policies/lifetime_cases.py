@@ -1,0 +1,99 @@
+"""The admission cases of issue 33's classes "tie the platform's hands" (disruption budgets
+that leave no eviction, preemptors whose placement the controller cannot model) and "hold
+more during its life" (a relabel of an admitted pod). Appended to tests/policies/cases.py's
+table, so they reach the review corpus too."""
+
+from __future__ import annotations
+
+from tests.policies.builders import Workload, training
+from tests.policies.operator_kinds import disruption_budget
+
+TRAINERS = {"matchLabels": {"app": "trainer"}}
+CPU_ONLY = {
+    "matchLabels": {"app": "web"},
+    "matchExpressions": [{"key": "fleetplane.dev/workload-type", "operator": "DoesNotExist"}],
+}
+POD_TERM = {
+    "labelSelector": {"matchLabels": {"app": "trainer"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def spread(when: str) -> list[dict[str, object]]:
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"app": "trainer"}},
+        }
+    ]
+
+
+LIFETIME_CASES: list[tuple[str, Workload, set[str]]] = [
+    # disruption budgets: the controller evicts through the Eviction API
+    (
+        "disruption budget leaving one eviction",
+        disruption_budget(selector=TRAINERS, maxUnavailable=1),
+        set(),
+    ),
+    (
+        "disruption budget leaving no eviction",
+        disruption_budget(selector=TRAINERS, maxUnavailable=0),
+        {"eviction-budget"},
+    ),
+    (
+        "disruption budget keeping every pod",
+        disruption_budget(selector=TRAINERS, minAvailable="100%"),
+        {"eviction-budget"},
+    ),
+    (
+        "cpu service's disruption budget keeping every pod",
+        disruption_budget(selector=CPU_ONLY, maxUnavailable=0),
+        set(),
+    ),
+    # preemptors the controller's preemption model cannot reason about
+    (
+        "training pod with required pod anti-affinity",
+        training().placed(
+            affinity={
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [POD_TERM]}
+            }
+        ),
+        {"unmodellable-placement"},
+    ),
+    (
+        "training pod with preferred pod anti-affinity",
+        training().placed(
+            affinity={
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 50, "podAffinityTerm": POD_TERM}
+                    ]
+                }
+            }
+        ),
+        set(),
+    ),
+    (
+        "training pod with a strict topology spread",
+        training().placed(topologySpreadConstraints=spread("DoNotSchedule")),
+        {"unmodellable-placement"},
+    ),
+    (
+        "training pod with a lenient topology spread",
+        training().placed(topologySpreadConstraints=spread("ScheduleAnyway")),
+        set(),
+    ),
+    # an admitted pod keeps its workload type
+    (
+        "training pod relabelled as inference",
+        training().typed("inference").updated_from(training()),
+        {"pod-relabel"},
+    ),
+    (
+        "training pod given a label of its own",
+        training().label("team.example/run", "7").updated_from(training()),
+        set(),
+    ),
+]
