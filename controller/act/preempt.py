@@ -35,6 +35,7 @@ from controller.act.writes import patch_fresh
 from controller.decide.preempt import (
     AnswerKey,
     Candidate,
+    GangPlan,
     NodeOption,
     Preemption,
     PreemptPlan,
@@ -52,6 +53,7 @@ from controller.errors import (
     PermanentError,
     TooManyRequestsError,
 )
+from controller.nodeflow import lock
 from controller.observe.kube import pod_path
 from controller.observe.model import Pod
 
@@ -151,6 +153,26 @@ def _serve_gang(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, 
             gang = replanned
             continue
         break
+    nodes = sorted({placement.option.node for placement, _ in gang.victims})
+    busy = lock.take_all(rt, CONCERN, nodes, lock.PREEMPTION)
+    if busy is not None:
+        _gang_waits(rt, gang.namespace, gang.name, f"a node is not free to disrupt: {busy}")
+        rt.summary.action(CONCERN, "preempt", "blocked")
+        return False
+    try:
+        return _evict_gang(rt, preemption, gang, decisions, usage)
+    finally:
+        for node in nodes:
+            lock.release(rt, CONCERN, node, lock.PREEMPTION)
+
+
+def _evict_gang(
+    rt: Runtime,
+    preemption: Preemption,
+    gang: GangPlan,
+    decisions: dict[str, Any],
+    usage: dict[str, dict[str, int]],
+) -> bool:
     for placement, victim in gang.victims:
         view = preemption.for_placement(placement)
         decision = decisions.get(victim.pod.uid)
@@ -200,11 +222,16 @@ Answers = dict[AnswerKey, Any]
 
 def _serve(rt: Runtime, preemption: Preemption, usage: dict[str, dict[str, int]]) -> bool:
     answers: Answers = {}
-    for option in preemption.options:
-        evicted = _on_node(rt, preemption, option, usage, answers)
-        if evicted is None:
-            continue  # nothing evicted here: the next node may still do
-        return evicted
+    locked: set[str] = set()
+    try:
+        for option in preemption.options:
+            evicted = _on_node(rt, preemption, option, usage, answers, locked)
+            if evicted is None:
+                continue  # nothing evicted here: the next node may still do
+            return evicted
+    finally:
+        for node in locked:
+            lock.release(rt, CONCERN, node, lock.PREEMPTION)
     rt.log.info(
         "preempt.no-allowed-victims",
         preemptor=preemption.preemptor.key,
@@ -220,9 +247,13 @@ def _on_node(
     option: NodeOption,
     usage: dict[str, dict[str, int]],
     answers: Answers,
+    locked: set[str],
 ) -> bool | None:
     """True when the node was made to fit; None when nothing was evicted and another node may
-    be tried; False when it stopped half way (some evicted, the rest refused)."""
+    be tried; False when it stopped half way (some evicted, the rest refused). The node's
+    disruption lock (`nodeflow.lock`) is taken before its first eviction and recorded
+    in `locked` (released by the caller); a node another actor holds, or Karpenter disrupts, is
+    skipped."""
     excluded: set[str] = set()
     evicted: list[Candidate] = []
     while True:
@@ -272,6 +303,10 @@ def _on_node(
                 break  # the victims after it were asked with its devices already taken
         if denied:
             continue
+        if option.node not in locked:
+            if lock.take(rt, CONCERN, option.node, lock.PREEMPTION) is not None:
+                return False if evicted else None
+            locked.add(option.node)
         if rt.dry_run:
             for victim in victims:
                 rt.would(

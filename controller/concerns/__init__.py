@@ -145,6 +145,20 @@ REGISTRY: tuple[Concern, ...] = (
         act=("controller.act.fragmentation",),
         step="controller.concerns.fragmentation:run",
     ),
+    Concern(
+        name="disruption",
+        description="Set karpenter.sh/do-not-disrupt on running accelerator pods an autoscaler "
+        "would lose protected work on (stale checkpoint, split gang, minimum runtime); clear "
+        "the ones the controller set when the reason is gone.",
+        phrase="autoscaler disruption marks",
+        settings=(
+            "upgrade.checkpoint_max_age_seconds",
+            "workload_types.<type>.min_runtime_seconds",
+        ),
+        decide=("controller.decide.disruption",),
+        act=("controller.act.disruption",),
+        step="controller.concerns.disruption:run",
+    ),
 )
 
 CONCERNS: tuple[str, ...] = tuple(concern.name for concern in REGISTRY)

@@ -20,6 +20,7 @@ from typing import Any
 from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
 from controller.log import Log
+from controller.nodeflow import lock
 from controller.nodeflow.act import (
     COMMON_STEPS,
     KEEP,
@@ -106,6 +107,12 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         if denied is not None:
             report.denied[name] = denied
             return False
+    following = None if step.next_state == RETURN else step.next_state
+    if step.next_state and lock.takes(lock.REMEDIATION, step.state, following):
+        held = lock.take(rt, CONCERN, name, lock.REMEDIATION)
+        if held is not None:
+            report.denied[name] = held
+            return False
     if rt.dry_run:
         shown = "in service" if step.next_state == RETURN else step.next_state
         transition = f"{step.state or 'in service'} -> {shown}: {step.reason}"
@@ -191,6 +198,8 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             )
             if step.next_state == RETURN and detail is not None and detail.history:
                 report.returned[name] = detail.history[-1]
+            if lock.releases(lock.REMEDIATION, step.state, following):
+                lock.release(rt, CONCERN, name, lock.REMEDIATION)
     return True
 
 

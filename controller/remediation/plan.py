@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.nodeflow import claims
+from controller.nodeflow import claims, lock
 from controller.nodeflow.pods import PodView
 from controller.nodeflow.slots import natural_key, slots
 from controller.remediation import states
@@ -107,10 +107,13 @@ def plan_pool(
         step = handler(node, verdict, ctx) if handler else None
         if isinstance(step, Fault):
             held = claims.UPGRADE.held(node.view.labels)
+            busy = lock.why_not(node.view.manifest(), lock.REMEDIATION, ctx.now)
             if held:
                 report.waiting[node.name] = (
                     f"{step.reason}: waiting, the driver upgrade holds the node ({held})"
                 )
+            elif busy:
+                report.waiting[node.name] = f"{step.reason}: waiting, {busy}"
             else:
                 candidates.append((node, step))
             continue

@@ -24,6 +24,7 @@ from controller.act.events import EventRecorder
 from controller.act.runtime import Runtime
 from controller.errors import ControllerError
 from controller.log import Log
+from controller.nodeflow import lock
 from controller.nodeflow.act import (
     COMMON_STEPS,
     KEEP,
@@ -79,6 +80,7 @@ def opa_input(step: Step, now: float) -> dict[str, Any]:
 def act_on_plan(rt: Runtime, plan: Plan) -> ActReport:
     report = ActReport()
     refused = _judge_groups(rt, plan.steps, report)
+    refused |= _lock_groups(rt, plan.steps, refused, report)
     for step in plan.steps:
         if step.node.name in refused:
             continue
@@ -124,6 +126,21 @@ def _judge_groups(rt: Runtime, steps: list[Step], report: ActReport) -> set[str]
     return refused
 
 
+def _lock_groups(rt: Runtime, steps: list[Step], refused: set[str], report: ActReport) -> set[str]:
+    """Nodes admitted together take their disruption locks together (`nodeflow.lock`): one
+    node held by another actor, or being disrupted by Karpenter, keeps them all waiting."""
+    kept: set[str] = set()
+    for names in {s.admission.together for s in steps if s.admission and s.admission.together}:
+        if refused.intersection(names):
+            continue
+        why = lock.take_all(rt, CONCERN, names, lock.UPGRADE)
+        if why is not None:
+            kept.update(names)
+            for name in names:
+                report.denied[name] = why
+    return kept
+
+
 def _action_name(step: Step) -> str:
     if step.next_state:
         return "state"
@@ -137,6 +154,11 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
         denied = ask(rt, CONCERN, DECISION, name, facts, action="admit", what=f"starting {name}")
         if denied is not None:
             report.denied[name] = denied
+            return False
+    if lock.takes(lock.UPGRADE, step.state, step.next_state):
+        held = lock.take(rt, CONCERN, name, lock.UPGRADE)
+        if held is not None:
+            report.denied[name] = held
             return False
     if rt.dry_run:
         show(
@@ -182,6 +204,8 @@ def _carry_out(rt: Runtime, step: Step, report: ActReport) -> bool:
             )
             if step.next_state:
                 report.moved[name] = following
+            if lock.releases(lock.UPGRADE, step.state, following):
+                lock.release(rt, CONCERN, name, lock.UPGRADE)
     return True
 
 

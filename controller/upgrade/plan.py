@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.nodeflow import claims
+from controller.nodeflow import claims, lock
 from controller.nodeflow.slots import natural_key, slots
 from controller.observe.model import format_time
 from controller.upgrade import states
@@ -309,6 +309,11 @@ def _admit(
         if held:
             # The two machines never act on one node at once (controller/remediation).
             notes[node.name] = f"held by GPU health remediation ({held}): not started"
+            continue
+        busy = lock.why_not(node.manifest(), lock.UPGRADE, ctx.now)
+        if busy:
+            # One disruptive actor per node (controller/nodeflow/lock.py).
+            notes[node.name] = f"not started: {busy}"
             continue
         eligible[node.name] = node
     decided: set[str] = set()

@@ -38,12 +38,21 @@ SHARED = {"controller.act.runtime"}
 
 
 def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
-    assert CONCERNS == ("idle", "lifetime", "spend", "admission", "preempt", "fragmentation")
+    assert CONCERNS == (
+        "idle",
+        "lifetime",
+        "spend",
+        "admission",
+        "preempt",
+        "fragmentation",
+        "disruption",
+    )
     assert [entry.name for entry in REGISTRY] == list(CONCERNS)
     assert concern("lifetime").name == "lifetime"
     assert full_pass_description() == (
         "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's "
-        "admission data, priority preemption, then GPU fragmentation."
+        "admission data, priority preemption, GPU fragmentation, then autoscaler disruption "
+        "marks."
     )
 
 
@@ -153,4 +162,4 @@ def test_a_new_concern_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     assert summary.errors == 0
     assert ("phase_seconds", (("phase", "quiet"),)) in summary.values
     assert "Quiet down noisy work, for this test." in help_of("controller", "quiet")
-    assert "GPU fragmentation, then quieting." in help_of("controller", "reconcile")
+    assert "autoscaler disruption marks, then quieting." in help_of("controller", "reconcile")

@@ -1,0 +1,154 @@
+# METADATA
+# title: Disruption decision
+# description: >-
+#   May an autoscaler (Karpenter's consolidation, drift, expiry) disrupt this
+#   running accelerator pod now? The answer the controller turns into the pod
+#   annotation karpenter.sh/do-not-disrupt: a pod that is not allowed is
+#   protected. Protected: a pod that has not run its workload type's
+#   min_runtime_seconds; a pod that declares checkpoints whose last one is
+#   older than upgrade.checkpoint_max_age_seconds (the age the controller's
+#   own drains evict at once); a member of a gang (Volcano PodGroup) of more
+#   than one pod whose oldest member's checkpoint is older than that age (a
+#   split gang loses all of its work). Missing or malformed input never allows:
+#   it protects, it never unprotects.
+package fleetplane.decisions.disruption
+
+import data.fleetplane.config
+import data.fleetplane.lib.workloads
+
+# METADATA
+# entrypoint: true
+# description: '{"allow": bool, "reasons": [string]}; allow false means protect.'
+decision := {"allow": allow, "reasons": reasons}
+
+default allow := false
+
+allow if {
+	count(input_problems) == 0
+	count(protections) == 0
+}
+
+reasons := [evidence] if {
+	allow
+} else := sort([p | some p in input_problems]) if {
+	count(input_problems) > 0
+} else := sort([messages[p] | some p in protections])
+
+# ------------------------------------------------------------------ input
+
+input_problems contains "input must be an object" if not is_object(input)
+
+input_problems contains "input.pod must be a Pod object with metadata" if {
+	is_object(input)
+	not is_object(object.get(input, ["pod", "metadata"], null))
+}
+
+input_problems contains sprintf("input.%s must be a non-negative integer", [field]) if {
+	is_object(input)
+	some field in ["now", "running_seconds"]
+	not workloads.is_whole(object.get(input, field, null))
+}
+
+input_problems contains "input.workload_type must be a known workload type" if {
+	is_object(input)
+	not known_type
+}
+
+known_type if is_object(config.workload_types[input.workload_type])
+
+input_problems contains "input.checkpoints must be a boolean" if {
+	is_object(input)
+	not is_boolean(object.get(input, "checkpoints", null))
+}
+
+input_problems contains "input.last_checkpoint must be a number or null" if {
+	is_object(input)
+	not number_or_null(input, "last_checkpoint")
+}
+
+input_problems contains "input.gang must be null or {name, members, last_checkpoint}" if {
+	is_object(input)
+	not gang_well_formed
+}
+
+input_problems contains "data.fleetplane.config.upgrade.checkpoint_max_age_seconds must be a number" if {
+	not is_number(max_age)
+}
+
+gang_well_formed if input.gang == null
+
+gang_well_formed if {
+	workloads.non_empty_string(object.get(input.gang, "name", null))
+	workloads.is_whole(object.get(input.gang, "members", null))
+	number_or_null(input.gang, "last_checkpoint")
+}
+
+number_or_null(obj, field) if is_number(obj[field])
+
+number_or_null(obj, field) if obj[field] == null
+
+# ----------------------------------------------------------------- facts
+
+max_age := object.get(config, ["upgrade", "checkpoint_max_age_seconds"], null)
+
+min_runtime := object.get(config.workload_types, [input.workload_type, "min_runtime_seconds"], 0)
+
+# Only a recorded checkpoint at most max_age old, and not in the future, is fresh.
+fresh(at) if {
+	is_number(at)
+	at <= input.now
+	input.now - at <= max_age
+}
+
+in_gang if {
+	is_object(input.gang)
+	input.gang.members > 1
+}
+
+# ----------------------------------------------------------- protections
+
+protections contains "min_runtime" if input.running_seconds < min_runtime
+
+protections contains "checkpoint" if {
+	input.checkpoints == true
+	not in_gang
+	not fresh(input.last_checkpoint)
+}
+
+protections contains "gang" if {
+	in_gang
+	not fresh(input.gang.last_checkpoint)
+}
+
+messages["min_runtime"] := sprintf(
+	"running %vs, short of the %vs minimum runtime of %s",
+	[input.running_seconds, min_runtime, input.workload_type],
+)
+
+messages["checkpoint"] := sprintf(
+	"last checkpoint %s; older than %vs would lose work",
+	[checkpoint_text(input.last_checkpoint), max_age],
+)
+
+messages["gang"] := sprintf(
+	"member of gang %s (%d pods): its oldest checkpoint %s, older than %vs; a split gang loses all of its work",
+	[input.gang.name, input.gang.members, checkpoint_text(input.gang.last_checkpoint), max_age],
+)
+
+checkpoint_text(at) := sprintf("%vs ago", [input.now - at]) if is_number(at)
+
+checkpoint_text(null) := "never recorded"
+
+evidence := sprintf(
+	"nothing protected: ran %vs (minimum %vs), checkpoint %s, %s",
+	[input.running_seconds, min_runtime, checkpoint_state, gang_state],
+)
+
+checkpoint_state := "fresh" if {
+	input.checkpoints == true
+	fresh(input.last_checkpoint)
+} else := "not declared"
+
+gang_state := sprintf("gang %s checkpointed within %vs", [input.gang.name, max_age]) if {
+	in_gang
+} else := "no gang"

@@ -1,0 +1,97 @@
+package fleetplane.decisions.disruption_test
+
+import data.fleetplane.decisions.disruption
+import data.fleetplane.testing
+
+decide(request) := result if {
+	result := disruption.decision with input as request with data.fleetplane.config as config
+}
+
+# The rendered document always carries the upgrade section's checkpoint age
+# (default 900s); the shared fixture leaves it out.
+config := object.union(testing.config, {"upgrade": {"checkpoint_max_age_seconds": 900}})
+
+now := 1795003600
+
+# Training (minimum runtime 600s in the test configuration), checkpoint max age
+# 900s (the upgrade section's default).
+running := {
+	"pod": {"metadata": {"name": "train-0", "namespace": "ml-research", "labels": {"fleetplane.dev/workload-type": "training"}}},
+	"workload_type": "training", "now": now, "running_seconds": 7200,
+	"checkpoints": true, "last_checkpoint": now - 300, "gang": null,
+}
+
+given(patch) := object.union(running, patch)
+
+test_checkpointed_pod_may_be_disrupted if {
+	decide(running) == {"allow": true, "reasons": ["nothing protected: ran 7200s (minimum 600s), checkpoint fresh, no gang"]}
+}
+
+test_pod_without_checkpoints_past_min_runtime_may_be_disrupted if {
+	decide(given({"checkpoints": false, "last_checkpoint": null})).allow == true
+}
+
+test_gang_checkpointed_may_be_disrupted if {
+	answer := decide(given({"gang": {"name": "ml-research/pg", "members": 4, "last_checkpoint": now - 100}}))
+	answer.allow == true
+	answer.reasons == ["nothing protected: ran 7200s (minimum 600s), checkpoint fresh, gang ml-research/pg checkpointed within 900s"]
+}
+
+protect_cases := {
+	"checkpoint too old": {"input": given({"last_checkpoint": now - 901}), "reasons": ["last checkpoint 901s ago; older than 900s would lose work"]},
+	"checkpoint never recorded": {"input": given({"last_checkpoint": null}), "reasons": ["last checkpoint never recorded; older than 900s would lose work"]},
+	"checkpoint in the future": {"input": given({"last_checkpoint": now + 60}), "reasons": ["last checkpoint -60s ago; older than 900s would lose work"]},
+	"short of min runtime": {"input": given({"running_seconds": 599}), "reasons": ["running 599s, short of the 600s minimum runtime of training"]},
+	"uncheckpointed gang": {
+		"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": null}}),
+		"reasons": ["member of gang ml-research/pg (2 pods): its oldest checkpoint never recorded, older than 900s; a split gang loses all of its work"],
+	},
+	"gang oldest checkpoint too old": {
+		"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": now - 1000}}),
+		"reasons": ["member of gang ml-research/pg (2 pods): its oldest checkpoint 1000s ago, older than 900s; a split gang loses all of its work"],
+	},
+	"both": {
+		"input": given({"running_seconds": 10, "last_checkpoint": null}),
+		"reasons": ["last checkpoint never recorded; older than 900s would lose work", "running 10s, short of the 600s minimum runtime of training"],
+	},
+}
+
+test_protected[name] if {
+	some name, case in protect_cases
+	answer := decide(case.input)
+	answer.allow == false
+	answer.reasons == case.reasons
+}
+
+# A gang of one pod is a pod: its own checkpoint rule applies.
+test_gang_of_one_is_a_pod if {
+	decide(given({"gang": {"name": "ml-research/pg", "members": 1, "last_checkpoint": null}})).allow == true
+}
+
+# Missing or malformed input protects, never unprotects.
+malformed := {
+	"not an object": {"input": "x", "reason": "input must be an object"},
+	"no pod": {"input": json.remove(running, ["pod"]), "reason": "input.pod must be a Pod object with metadata"},
+	"no now": {"input": json.remove(running, ["now"]), "reason": "input.now must be a non-negative integer"},
+	"no running": {"input": json.remove(running, ["running_seconds"]), "reason": "input.running_seconds must be a non-negative integer"},
+	"unknown type": {"input": given({"workload_type": "mining"}), "reason": "input.workload_type must be a known workload type"},
+	"no type": {"input": json.remove(running, ["workload_type"]), "reason": "input.workload_type must be a known workload type"},
+	"checkpoints not boolean": {"input": given({"checkpoints": "yes"}), "reason": "input.checkpoints must be a boolean"},
+	"no checkpoints flag": {"input": json.remove(running, ["checkpoints"]), "reason": "input.checkpoints must be a boolean"},
+	"checkpoint text": {"input": given({"last_checkpoint": "recent"}), "reason": "input.last_checkpoint must be a number or null"},
+	"no gang key": {"input": json.remove(running, ["gang"]), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang without members": {"input": given({"gang": {"name": "ml-research/pg", "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+}
+
+test_malformed_input_protects[name] if {
+	some name, case in malformed
+	answer := decide(case.input)
+	answer.allow == false
+	case.reason in answer.reasons
+}
+
+test_missing_max_age_protects if {
+	answer := disruption.decision with input as running with data.fleetplane.config as testing.config
+	answer.allow == false
+	"data.fleetplane.config.upgrade.checkpoint_max_age_seconds must be a number" in answer.reasons
+}

@@ -1,0 +1,129 @@
+"""The disruption concern end to end: the real control plane (kwok GPU nodes), the real OPA with
+the project's policies. Karpenter's contract is the pod annotation `karpenter.sh/do-not-disrupt`:
+the controller sets it on work an autoscaler would lose (an uncheckpointed gang, a stale
+checkpoint, a minimum runtime not reached) and clears only its own when the reason is gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.controller.conftest import (
+    Harness,
+    annotations_of,
+    bare_pod,
+    closed_url,
+    started_at,
+)
+
+pytestmark = pytest.mark.integration
+
+KARPENTER = "karpenter.sh/do-not-disrupt"
+OURS = "fleetplane.dev/do-not-disrupt-by"
+CHECKPOINT = "fleetplane.dev/last-checkpoint"
+GANG = "scheduling.k8s.io/group-name"
+
+
+def gang_member(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    pod = bare_pod(name, "training")
+    pod["metadata"]["annotations"] = {
+        GANG: "train-gang",
+        "fleetplane.dev/checkpoint-location": "s3://checkpoints/train",
+        **(annotations or {}),
+    }
+    return pod
+
+
+def record_checkpoint(h: Harness, name: str, at: float) -> None:
+    h.client.merge_patch(
+        f"/api/v1/namespaces/{h.namespace}/pods/{name}",
+        {"metadata": {"annotations": {CHECKPOINT: str(int(at))}}},
+    )
+
+
+def test_an_uncheckpointed_gang_is_protected_until_it_checkpoints(harness: Harness) -> None:
+    h = harness
+    h.create(gang_member("gang-0"))
+    h.create(gang_member("gang-1"))
+    pods = h.wait_running("fleetplane.dev/workload-type=training", count=2)
+    now = max(started_at(p) for p in pods) + 7200
+
+    run = h.run(now, concerns=("disruption",))
+    assert run.actions("disruption.protect") == 2
+    for name in ("gang-0", "gang-1"):
+        found = annotations_of(h.pod(name))
+        assert found[KARPENTER] == "true"
+        assert found[OURS] == "controller"
+        assert "gang" in found["fleetplane.dev/do-not-disrupt-reason"]
+        assert "DisruptionProtected" in h.reasons(name)
+
+    # A second pass with nothing changed writes nothing.
+    assert h.run(now + 30, concerns=("disruption",)).actions("disruption.protect") == 0
+
+    # One member checkpoints: the gang's oldest checkpoint is still none, both stay protected.
+    record_checkpoint(h, "gang-0", now + 50)
+    run = h.run(now + 60, concerns=("disruption",))
+    assert run.actions("disruption.unprotect") == 0
+    assert annotations_of(h.pod("gang-1"))[KARPENTER] == "true"
+
+    # The whole gang checkpointed: both are cleared, with an Event saying why.
+    record_checkpoint(h, "gang-1", now + 70)
+    run = h.run(now + 90, concerns=("disruption",))
+    assert run.actions("disruption.unprotect") == 2
+    for name in ("gang-0", "gang-1"):
+        found = annotations_of(h.pod(name))
+        assert KARPENTER not in found and OURS not in found
+        assert "DisruptionUnprotected" in h.reasons(name)
+
+    # Its checkpoint ages past the upgrade drain's 900 s: protected again.
+    run = h.run(now + 50 + 901, concerns=("disruption",))
+    assert run.actions("disruption.protect") == 2
+
+
+def test_minimum_runtime_and_a_users_own_protection(harness: Harness) -> None:
+    h = harness
+    h.create(bare_pod("young", "training"))
+    theirs = bare_pod("theirs", "training")
+    theirs["metadata"]["annotations"] = {KARPENTER: "true"}
+    h.create(theirs)
+    pods = h.wait_running("fleetplane.dev/workload-type=training", count=2)
+    started = {p["metadata"]["name"]: started_at(p) for p in pods}
+    minimum = h.document["workload_types"]["training"]["min_runtime_seconds"]
+    assert minimum > 0
+    now = started["young"] + minimum - 60
+
+    h.run(now, concerns=("disruption",))
+    found = annotations_of(h.pod("young"))
+    assert found[KARPENTER] == "true"
+    assert "minimum runtime" in found["fleetplane.dev/do-not-disrupt-reason"]
+    assert OURS not in annotations_of(h.pod("theirs"))
+
+    later = max(started.values()) + minimum + 60
+    run = h.run(later, concerns=("disruption",))
+    assert run.actions("disruption.unprotect") == 1
+    assert KARPENTER not in annotations_of(h.pod("young"))
+    # The user's own annotation is never cleared.
+    assert annotations_of(h.pod("theirs"))[KARPENTER] == "true"
+
+
+def test_dry_run_writes_nothing_and_no_answer_unprotects_nothing(harness: Harness) -> None:
+    h = harness
+    h.create(gang_member("solo-0"))
+    h.create(gang_member("solo-1"))
+    pods = h.wait_running("fleetplane.dev/workload-type=training", count=2)
+    now = max(started_at(p) for p in pods) + 7200
+
+    run = h.run(now, concerns=("disruption",), dry_run=True)
+    assert "DRY-RUN disruption: would protect" in run.out
+    assert KARPENTER not in annotations_of(h.pod("solo-0"))
+
+    h.run(now, concerns=("disruption",))
+    assert annotations_of(h.pod("solo-0"))[KARPENTER] == "true"
+    for name in ("solo-0", "solo-1"):
+        record_checkpoint(h, name, now + 10)
+    # OPA down: no answer, so nothing is unprotected although the gang checkpointed.
+    run = h.run(now + 20, concerns=("disruption",), opa_url=closed_url())
+    assert run.actions("disruption.unprotect") == 0
+    assert annotations_of(h.pod("solo-0"))[KARPENTER] == "true"
+    assert run.summary.errors > 0
