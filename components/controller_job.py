@@ -98,6 +98,9 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*read, "patch"]},
         # PodDisruptionBudgets decide which victims and drains can go ahead
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
+        # is Karpenter already removing a node (a NodeClaim being deleted or gone)? then no
+        # product actor takes it (controller/nodeflow/lock.py)
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get"]},
         # drain through the eviction API so PodDisruptionBudgets are honoured
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         # Events as core/v1; a repeat raises the count of the one there (controller/act/events.py)
