@@ -10,7 +10,7 @@ service reads the same names.
 from __future__ import annotations
 
 import copy
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 NAME: Final = "fleetplane-placement"
 """Name of the Deployment, Service, ServiceAccount and the metrics' job."""
@@ -59,3 +59,25 @@ def with_extender(tiers: list[dict[str, Any]], url: str) -> list[dict[str, Any]]
     plugins[:] = [p for p in plugins if p.get("name") != EXTENDER]
     plugins.append({"name": EXTENDER, "arguments": extender_arguments(url)})
     return out
+
+
+class PlacementSettings(Protocol):
+    """What of `volcano` (fleet.config.VolcanoConfig) the tiers depend on; a protocol, so that
+    the service, which reads this module, does not load the configuration model."""
+
+    @property
+    def placement(self) -> str: ...
+    @property
+    def placement_url(self) -> str | None: ...
+    @property
+    def namespace(self) -> str: ...
+
+
+def placement_tiers(
+    settings: PlacementSettings, tiers: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The scheduler tiers with the extender when `volcano.placement` is fgd, calling
+    `volcano.placement_url` or else the in-cluster Service; the tiers as given otherwise."""
+    if settings.placement != "fgd":
+        return tiers
+    return with_extender(tiers, settings.placement_url or service_url(settings.namespace))

@@ -88,8 +88,11 @@ def test_scores_are_the_replays_on_a_half_full_cluster(trace: tuple[list, list])
         if d.num_gpu == 0:
             kinds["cpu"] += 1
             after = frag.amount(
-                frag.room[fit], frag.stranded[fit], c.left_total[fit],
-                c.cpu_left[fit] - d.cpu, frag.accepts[fit],
+                frag.room[fit],
+                frag.stranded[fit],
+                c.left_total[fit],
+                c.cpu_left[fit] - d.cpu,
+                frag.accepts[fit],
             )
         else:
             kinds["whole"] += 1
