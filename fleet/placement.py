@@ -23,6 +23,13 @@ METRICS_PATH: Final = "/metrics"
 HTTP_TIMEOUT: Final = "500ms"
 """`extender.httpTimeout`: past it Volcano scores the task without the service (it is
 `ignorable`). A call over the trace's 1,213 nodes takes well under it (docs/placement.md)."""
+
+
+def placement_slow_seconds() -> float:
+    """Answers slower than this are near Volcano's timeout (80 % of it): the alert's line."""
+    return 0.8 * float(HTTP_TIMEOUT.removesuffix("ms")) / 1000
+
+
 SCORE_SCALE: Final = 10_000
 """One point of FGD's 0-100 score is worth this much in Volcano's sum: more than everything
 the shipped plugins add together (binpack at most 1,000, nodeorder about 500), so FGD decides
