@@ -13,7 +13,6 @@ their predecessors leave.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,8 +77,13 @@ def gpu_spec(pod: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(models))
 
 
-def read_task(task: dict[str, Any] | None) -> Task:
-    if not isinstance(task, dict):
+def _is_object(value: Any) -> bool:
+    """A JSON object: a dict, or simdjson's lazy Object (read field by field)."""
+    return value is not None and hasattr(value, "get") and hasattr(value, "keys")
+
+
+def read_task(task: Any) -> Task:
+    if not _is_object(task):
         raise BadRequest("the request has no task")
     resreq = task.get("Resreq") or {}
     pod = task.get("Pod") or {}
@@ -116,15 +120,18 @@ class NodeTable:
         return Nodes(gpu_left=self.gpu_left, cpu_left=self.cpu_left, accepts=accepts[rows])
 
 
-def read_nodes(nodes: Sequence[dict[str, Any]] | None) -> NodeTable:
-    if not isinstance(nodes, list):
+def read_nodes(nodes: Any, *, shares: bool = True) -> NodeTable:
+    """The candidate nodes (a list, or simdjson's lazy Array). `shares`: look for GPU shares
+    among the nodes' tasks (the service passes False when the request names no share
+    annotation at all, which spares reading every pod of the cluster)."""
+    if nodes is None or isinstance(nodes, (str, bytes, dict)) or not hasattr(nodes, "__len__"):
         raise BadRequest("the request has no node list")
     names: list[str] = []
     models: list[str] = []
     gpus = np.zeros(len(nodes), dtype=np.int64)
     idle_gpus = np.zeros(len(nodes), dtype=np.int64)
     cpu_left = np.zeros(len(nodes), dtype=np.int64)
-    shares: dict[int, list[int]] = {}
+    shared: dict[int, list[int]] = {}
     for i, node in enumerate(nodes):
         name = node.get("Name") or ((node.get("Node") or {}).get("metadata") or {}).get("name")
         if not name:
@@ -137,15 +144,15 @@ def read_nodes(nodes: Sequence[dict[str, Any]] | None) -> NodeTable:
         idle_gpus[i] = min(int(_scalar(idle, labels.GPU_RESOURCE) // MILLI), gpus[i])
         cpu_left[i] = int(idle.get("MilliCPU") or 0)
         # Pods sharing a GPU ask Volcano for none: their shares are counted from the tasks.
-        for task in (node.get("Tasks") or {}).values():
+        for task in (node.get("Tasks") or {}).values() if shares else ():
             if _scalar(task.get("Resreq"), labels.GPU_RESOURCE) == 0:
                 share = _share(task.get("Pod") or {})
                 if share:
-                    shares.setdefault(i, []).append(share)
+                    shared.setdefault(i, []).append(share)
     width = max(1, int(gpus.max()) if len(gpus) else 1)
     columns = np.arange(width)
     gpu_left = np.where(columns[None, :] < idle_gpus[:, None], MILLI, 0).astype(np.int64)
-    for i, taken in shares.items():
+    for i, taken in shared.items():
         row = gpu_left[i]
         for share in taken:
             # The device plugin's pick is not known here: best fit, as FGD itself would place.

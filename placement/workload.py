@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from importlib import resources
 from pathlib import Path
 
@@ -93,9 +93,10 @@ class Workload:
                 # The seed alone, in its own counts (exactly the replay's typical pods).
                 self._typical = typical_pods(self._raw)
             if self._typical is None:
-                weighted: Counter[Shape] = Counter()
+                weighted: dict[Shape, float] = {}
                 for shape, share in self._seed:
-                    weighted[shape] += share * self._prior
-                weighted.update(self._recent)
+                    weighted[shape] = weighted.get(shape, 0.0) + share * self._prior
+                for shape in self._recent:
+                    weighted[shape] = weighted.get(shape, 0.0) + 1.0
                 self._typical = typical_pods(weighted.items())
             return self._typical

@@ -73,9 +73,9 @@ def test_the_real_scheduler_places_by_fgd_with_the_service(
         restart_scheduler(
             fast_volcano, period=FAST_PERIOD, tiers=with_extender(SCHEDULER_TIERS, service.url)
         )
-        comparison = check(
-            kube, "volcano.placement: fgd", FgdModel(read_pod_requests(DEFAULT_LIST))
-        )
+        # FgdModel has VolcanoScoring's seam (fitting, scores), which is all `check` uses.
+        model: Any = FgdModel(read_pod_requests(DEFAULT_LIST))
+        comparison = check(kube, "volcano.placement: fgd", model)
         calls = service_calls(service.url)
     shipped = shipped_unplaced()
     unplaced = len(comparison.tie_aware.unplaced_real)
