@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kube import Manifest, declare, meta
+from components.placement import placement_manifests
 from fleet import labels
 from fleet.config import ClusterConfig, FleetConfig
 from fleet.volcano import scheduler_config
@@ -91,6 +92,7 @@ class Volcano(pulumi.ComponentResource):
 
     release: k8s.helm.v3.Release | None
     queues: dict[str, pulumi.CustomResource]
+    placement: list[pulumi.CustomResource]
 
     def __init__(
         self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None
@@ -128,10 +130,13 @@ class Volcano(pulumi.ComponentResource):
         self.queues = {
             q["metadata"]["name"]: declare(name, q, queue_opts) for q in volcano_queues(fleet)
         }
+        # `volcano.placement: fgd`: the service the scheduler's extender calls.
+        self.placement = [declare(name, m, queue_opts) for m in placement_manifests(fleet)]
         self.register_outputs(
             {
                 "installed": self.release is not None,
                 "queues": sorted(self.queues),
+                "placement": settings.placement,
             }
         )
 

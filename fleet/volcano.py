@@ -11,6 +11,7 @@ import yaml
 
 from fleet import labels
 from fleet.config import FleetConfig
+from fleet.placement import placement_tiers
 
 BINPACK_ARGUMENTS: dict[str, Any] = {
     # Upstream binpack (pkg/scheduler/plugins/binpack/binpack.go) scores only cpu, memory and
@@ -60,9 +61,11 @@ def scheduler_tiers(fleet: FleetConfig) -> list[dict[str, Any]]:
 
 
 def scheduler_config(fleet: FleetConfig) -> str:
-    """The `volcano-scheduler.conf` document."""
+    """The `volcano-scheduler.conf` document (with the placement service's extender when
+    `volcano.placement` is fgd: fleet.placement)."""
+    tiers = placement_tiers(fleet.volcano, scheduler_tiers(fleet))
     return yaml.safe_dump(
-        {"actions": ", ".join(fleet.volcano.actions), "tiers": scheduler_tiers(fleet)},
+        {"actions": ", ".join(fleet.volcano.actions), "tiers": tiers},
         sort_keys=False,
     )
 

@@ -302,6 +302,7 @@ class LocalStack(StackLayout):
         pulumi.check_sdks()
         self.check_kubeconfig()
         fresh = self.start_cluster()
+        services.start_placement(self.fleet())  # before the scheduler that calls it
         self.start_volcano()
         ensure_operators(self.cluster, bin_dir=self.bin_dir, log=self.log)
         ensure_karpenter(self.cluster, self.fleet(), bin_dir=self.bin_dir, log=self.log)

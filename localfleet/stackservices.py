@@ -15,10 +15,12 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localfleet.placement import PlacementServer
 from localfleet.processes import Supervisor, http_ok
 from localfleet.servers import (
     AlertmanagerServer,
@@ -70,9 +72,28 @@ class StackServices:
     def dcgm_exporter(self) -> Supervisor:
         return Supervisor("dcgm-exporter", self._dir("dcgm-exporter"), detached=True)
 
+    @property
+    def placement(self) -> PlacementServer:
+        return PlacementServer(work_dir=self._dir("placement"), detached=True)
+
+    def start_placement(self, fleet: Any) -> None:
+        """The placement service on the port of `volcano.placement_url`, when the stack says
+        `placement: fgd` with a loopback URL (the scheduler's extender calls it there)."""
+        volcano = fleet.volcano
+        if volcano.placement != "fgd" or not volcano.placement_url:
+            return
+        url = urllib.parse.urlsplit(volcano.placement_url)
+        if url.hostname not in ("127.0.0.1", "localhost") or url.port is None:
+            return
+        server = self.placement
+        if server.pid() is None:
+            server.host, server.port = "127.0.0.1", url.port
+            server.start()
+
     def stop(self) -> None:
         for server in (self.opa, self.prometheus, self.pushgateway, self.alertmanager):
             server.stop()
+        self.placement.stop()
         self.dcgm_exporter.stop()
 
     # the gate --------------------------------------------------------------------------------

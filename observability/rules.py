@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fleet.config import FleetConfig
+from fleet.placement import HTTP_TIMEOUT, placement_slow_seconds
 from fleet.xids import actionable_xids
 
 RULES_FILE = "rules.yaml"
@@ -48,6 +49,8 @@ def rule_values(config: FleetConfig) -> dict[str, str]:
         "fragmented_alert_for": f"{settings.fragmented_alert_for_seconds}s",
         "webhook": WEBHOOK_NAME,
         "actionable_xids": "|".join(str(xid) for xid in actionable_xids()),
+        "placement_slow_seconds": f"{placement_slow_seconds():g}",
+        "placement_timeout": HTTP_TIMEOUT,
     }
 
 

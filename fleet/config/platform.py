@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fleet import catalog
 from fleet.config.base import ConfigModel, ImageByDigest, Name, NamespaceName
@@ -53,6 +53,27 @@ class VolcanoConfig(ConfigModel):
     CPU-only pod while all its GPUs are idle, so set it only where every GPU shape has at least
     this many cores per GPU (docs/replay.md, "A reservation per node shape"). Default None
     (off)."""
+    placement: Literal["volcano", "fgd"] = "volcano"
+    """How the scheduler picks a node among those a pod fits on. volcano: its own scores
+    (binpack, nodeorder). fgd: the placement service's fragmentation gradient (Weng et al.,
+    ATC 2023) through Volcano's `extender` plugin, deciding; Volcano's scores break its ties,
+    and decide alone while the service is down or slow (docs/placement.md). Default volcano."""
+    placement_image: ImageByDigest | None = None
+    """The placement service's image by digest, for `placement: fgd` (a Deployment and Service
+    in the release's namespace). Default None."""
+    placement_url: str | None = Field(default=None, pattern=r"^https?://[^/]+/?$")
+    """With `placement: fgd`, the base URL of a placement service that runs elsewhere (the
+    local fleet's, on loopback): no Deployment is declared, the scheduler calls this URL.
+    Default None."""
+
+    @model_validator(mode="after")
+    def _placement_runs_somewhere(self) -> VolcanoConfig:
+        if self.placement == "fgd" and self.placement_image is None and not self.placement_url:
+            raise ValueError(
+                "placement: fgd needs placement_image (the service's image by digest) or "
+                "placement_url (a service running elsewhere)"
+            )
+        return self
 
 
 class OpaConfig(ConfigModel):

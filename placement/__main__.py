@@ -1,0 +1,5 @@
+"""`python -m placement`: the service (placement.cli)."""
+
+from placement.cli import main
+
+raise SystemExit(main())
