@@ -38,12 +38,12 @@ SHARED = {"controller.act.runtime"}
 
 
 def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
-    assert CONCERNS == ("idle", "lifetime", "spend", "admission", "preempt")
+    assert CONCERNS == ("idle", "lifetime", "spend", "admission", "fairshare", "preempt")
     assert [entry.name for entry in REGISTRY] == list(CONCERNS)
     assert concern("lifetime").name == "lifetime"
     assert full_pass_description() == (
         "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's "
-        "admission data, then priority preemption."
+        "admission data, fair share, then priority preemption."
     )
 
 
