@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from controller.act.fairshare import act_on_fair_share
 from controller.concerns import PassView
-from controller.decide.fairshare import QueueShare, plan_fair_share, queue_from_api
+from controller.decide.fairshare import (
+    QueueShare,
+    plan_fair_share,
+    queue_from_api,
+    waits_for_accelerators,
+)
 from controller.errors import NotFoundError
 from controller.observe.kube import KubeClient
 
@@ -26,6 +31,8 @@ def read_queues(kube: KubeClient) -> dict[str, QueueShare] | None:
 
 def run(view: PassView) -> set[str]:
     rt, snapshot = view.rt, view.snapshot
+    if not any(waits_for_accelerators(pod) for pod in snapshot.pods):
+        return set()  # nobody waits: no share to take back, no need to read the queues
     queues = read_queues(rt.kube)
     if queues is None:
         rt.log.info("fairshare.skipped", reason=f"{QUEUES} is not served: no Volcano")

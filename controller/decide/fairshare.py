@@ -8,10 +8,10 @@ filled the fleet.
 **Pools.** Shares are counted per pool: a device family (MIG devices count as GPUs) on the
 nodes of one accelerator model (`FleetView.model_of_node`; nodes of no configured model form
 the family's pool of model ""). A pool's capacity is the allocatable devices of its Ready,
-schedulable nodes, less what pods of no team hold there (no team can have it). A running pod
-counts in the pool of its node; a pending pod in the pool of the model its node selector names,
-or, when it names none, in the only pool of its family (with several, it is not served: which
-model it waits for is unknown).
+schedulable nodes, less what pods of no team (or of a team without a queue) hold there: no
+team can have it. A running pod counts in the pool of its node; a pending pod in the pool of the
+model its node selector names, or, when it names none, in the only pool of its family (with
+several, it is not served: which model it waits for is unknown).
 
 **Deserved share.** Each team's queue (the Volcano Queue named after the team, read live:
 `weight`, `reclaimable`, `guarantee`) has a weight. In a pool, a team's demand is what it holds
@@ -219,6 +219,16 @@ def _pod_pool(pod: Pod, fleet: FleetView, pools: Iterable[Pool]) -> tuple[Pool |
     return None, f"names no accelerator model and {len(of_family)} pools of {fam} exist"
 
 
+def waits_for_accelerators(pod: Pod) -> bool:
+    """Whether the pod is unscheduled work that wants accelerators (a possible claim)."""
+    return (
+        not pod.node_name
+        and pod.phase == "Pending"
+        and not pod.deleting
+        and any(is_accelerator(r) and n > 0 for r, n in pod.demand.items())
+    )
+
+
 def plan_fair_share(
     pods: list[Pod],
     nodes: dict[str, Node],
@@ -264,18 +274,18 @@ def plan_fair_share(
             if not is_accelerator(r):
                 continue
             key = (family(r), pool_of_node[pod.node_name])
-            if team is None:
-                plan.capacity[key] = plan.capacity.get(key, 0) - n
+            if team is None or team not in queues:
+                plan.capacity[key] = plan.capacity.get(key, 0) - n  # outside fair share
             else:
                 held.setdefault(team, {})[key] = held.setdefault(team, {}).get(key, 0) + n
 
     waiting: dict[str, list[tuple[Pod, Pool, float]]] = {}
     pending: dict[str, dict[Pool, int]] = {}
     for pod in pods:
-        if pod.node_name or pod.phase != "Pending" or pod.deleting or pod.uid in freeing:
+        if not waits_for_accelerators(pod) or pod.uid in freeing:
             continue
         team = fleet.namespaces.get(pod.namespace)
-        if team is None or not any(is_accelerator(r) for r in pod.demand):
+        if team is None:
             continue
         group = gang_of(pod)
         if group is not None and group_phases.get(group, "Pending") not in PENDING_GROUP_PHASES:
