@@ -219,6 +219,11 @@ def _pod_pool(pod: Pod, fleet: FleetView, pools: Iterable[Pool]) -> tuple[Pool |
     return None, f"names no accelerator model and {len(of_family)} pools of {fam} exist"
 
 
+def counted(node: Node) -> bool:
+    """Whether the node's devices are part of its pool's capacity (Ready, schedulable)."""
+    return node.ready and not node.unschedulable
+
+
 def waits_for_accelerators(pod: Pod) -> bool:
     """Whether the pod is unscheduled work that wants accelerators (a possible claim)."""
     return (
@@ -253,7 +258,7 @@ def plan_fair_share(
     for node in nodes.values():
         model = fleet.model_of_node(node.labels)
         pool_of_node[node.name] = model.name if model else ""
-        if not node.ready or node.unschedulable:
+        if not counted(node):
             continue
         for resource, n in node.accelerators.items():
             key = (family(resource), pool_of_node[node.name])
@@ -275,7 +280,8 @@ def plan_fair_share(
                 continue
             key = (family(r), pool_of_node[pod.node_name])
             if team is None or team not in queues:
-                plan.capacity[key] = plan.capacity.get(key, 0) - n  # outside fair share
+                if counted(nodes[pod.node_name]):  # outside fair share, on counted capacity
+                    plan.capacity[key] = plan.capacity.get(key, 0) - n
             else:
                 held.setdefault(team, {})[key] = held.setdefault(team, {}).get(key, 0) + n
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from controller.decide.fairshare import (
     FairSharePlan,
     QueueShare,
@@ -256,3 +258,23 @@ def test_a_pending_gang_is_served_whole_or_not_at_all() -> None:
         group_phases={("analytics", "pg"): "Pending"},
     )
     assert len(victims(result)) == 2
+
+
+def test_capacity_leaves_out_cordoned_nodes_and_work_outside_every_team() -> None:
+    cordoned = dataclasses.replace(a_node("h3").gpus(8).build(), unschedulable=True)
+    pool = {**nodes(3), "h3": cordoned}
+    pods = [
+        running("r0", "h0").build(),
+        running("other", "h1").in_ns("default").build(),  # no team: its 8 are nobody's share
+        running("r3", "h3").build(),  # on the cordoned node: held, never capacity
+        waiting("a0").build(),
+        waiting("a1").build(),
+    ]
+    result = plan_fair_share(
+        pods, pool, [], fleet(), queues(), lambda p: p.priority, NOW, pending_seconds=600
+    )
+    assert result.capacity[H100_POOL] == 16
+    assert {s.team: (s.held, s.deserved) for s in result.shares} == {
+        "research": (16, 8.0),
+        "analytics": (0, 8.0),
+    }

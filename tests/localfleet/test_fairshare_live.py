@@ -152,7 +152,10 @@ def test_shares_converge_to_the_queue_weights(
 ) -> None:
     ns_a, ns_b = sorted(teams)  # fsa-..., fsb-...
     # The pool must be free of other tests' work for the shares to be of 64 GPUs.
-    wait_for("a free H100 pool", lambda: not h100_held(kube), timeout=90)
+    try:
+        wait_for("a free H100 pool", lambda: not h100_held(kube), timeout=90)
+    except AssertionError as error:
+        raise AssertionError(f"{error}: held by {h100_held(kube)}") from None
     config = document(teams)
     opa_server.put_data("fleetplane/config", config)
     opa_server.put_data("fleetplane/spend", {})
