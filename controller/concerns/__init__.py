@@ -126,6 +126,16 @@ REGISTRY: tuple[Concern, ...] = (
         step="controller.concerns.admission:run",
     ),
     Concern(
+        name="fairshare",
+        description="Take back from teams above their Volcano queue's deserved share for "
+        "teams under theirs with work waiting (least work lost first, gangs whole).",
+        phrase="fair share",
+        settings=("teams", "workload_types", "controller.preemption_pending_seconds"),
+        decide=("controller.decide.fairshare",),
+        act=("controller.act.fairshare",),
+        step="controller.concerns.fairshare:run",
+    ),
+    Concern(
         name="preempt",
         description="Evict the least-work-lost victims for workloads kept waiting by "
         "lower-priority work.",

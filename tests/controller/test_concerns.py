@@ -43,6 +43,7 @@ def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
         "lifetime",
         "spend",
         "admission",
+        "fairshare",
         "preempt",
         "fragmentation",
         "disruption",
@@ -51,8 +52,8 @@ def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
     assert concern("lifetime").name == "lifetime"
     assert full_pass_description() == (
         "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's "
-        "admission data, priority preemption, GPU fragmentation, then autoscaler disruption "
-        "marks."
+        "admission data, fair share, priority preemption, GPU fragmentation, then autoscaler "
+        "disruption marks."
     )
 
 
