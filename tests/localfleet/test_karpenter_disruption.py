@@ -117,34 +117,19 @@ CHECKPOINT = "fleetplane.dev/last-checkpoint"
 GANG = "scheduling.k8s.io/group-name"
 
 
-def half_node(name: str, *, gang_name: str | None, avoid: str | None = None) -> dict[str, Any]:
+def half_node(
+    name: str, *, gang_name: str | None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A Deployment of one 4-GPU training pod on the on-demand pool (half a node); `gang_name`
-    makes it a gang member with a checkpoint location; `avoid` keeps it off that node."""
+    makes it a gang member with a checkpoint location."""
     spec = gang("unused", name, 1, ON_DEMAND, spot=False)[0]["spec"]
     spec["containers"] = [container(4)]
-    if avoid is not None:
-        spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/hostname",
-                                    "operator": "NotIn",
-                                    "values": [avoid],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
+    annotations = dict(annotations or {})
+    if gang_name:
+        annotations |= {
+            GANG: gang_name,
+            "fleetplane.dev/checkpoint-location": f"s3://checkpoints/{gang_name}",
         }
-    annotations = (
-        {GANG: gang_name, "fleetplane.dev/checkpoint-location": f"s3://checkpoints/{gang_name}"}
-        if gang_name
-        else {}
-    )
     labels = {"job": name, "fleetplane.dev/workload-type": "training"}
     return {
         "apiVersion": "apps/v1",
@@ -178,7 +163,7 @@ def test_a_node_holding_an_uncheckpointed_gang_member_waits_for_its_checkpoint(
     opa_server: OpaServer,
 ) -> None:
     """Two half-used nodes whose pods fit on one: Karpenter wants to remove the gang member's
-    node (the other pod may not move onto it). The disruption concern's pass (real OPA, the
+    node (the other pod is the user's own do-not-disrupt). The disruption concern's pass (real OPA, the
     project's policies) protects the uncheckpointed member; Karpenter leaves its node well past
     consolidateAfter; the gang checkpoints, the next pass clears the annotation, the node goes."""
     document = config_for(namespace)
@@ -195,13 +180,20 @@ def test_a_node_holding_an_uncheckpointed_gang_member_waits_for_its_checkpoint(
     assert h.run(now, concerns=("disruption",)).actions("disruption.protect") == 1
     assert h.pods("job=member")[0]["metadata"]["annotations"][KARPENTER_POD] == "true"
 
-    # A second half-used node, whose pod may not move onto the first: the first is the one
-    # Karpenter would empty (its member fits beside the other pod).
-    h.create(half_node("other", gang_name=None, avoid=first))
+    # A second half-used node: a blocker fills the first node, so the other pod brings a new
+    # one; the blocker goes. The other pod carries a user's own do-not-disrupt, so the first
+    # node is the one Karpenter would empty (its member fits beside the other pod).
+    h.create(half_node("blocker", gang_name=None))
+    assert wait_for("the blocker running", lambda: running_on(kube, namespace, "blocker", 1)) == [
+        first
+    ]
+    h.create(half_node("other", gang_name=None, annotations={KARPENTER_POD: "true"}))
     second = wait_for(
         "the other pod running", lambda: running_on(kube, namespace, "other", 1), 180
     )[0]
     assert second != first
+    kube.kubectl("delete", "deployment", "blocker", "-n", namespace, "--wait=false")
+    wait_for("the blocker gone", lambda: not h.pods("job=blocker"), 60)
 
     deadline = time.monotonic() + HELD_FOR
     while time.monotonic() < deadline:
