@@ -99,7 +99,50 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     upgrade_cli.add_parser(commands)
     remediation_cli.add_parser(commands)
+    _add_front(commands)
     return parser
+
+
+def _add_front(commands: Any) -> None:
+    """`admission-front`: serves controller/admission_front.py where the API server calls the
+    gate (opt-in: opa.admission_front)."""
+    front = commands.add_parser(
+        "admission-front",
+        help="serve the admission front: each review judged by OPA one at a time, an allowed "
+        "workload's reservation written before the answer (issue 33's budget race)",
+    )
+    front.add_argument("--listen", default="0.0.0.0:8443", metavar="HOST:PORT")
+    front.add_argument("--tls-cert", required=True, help="the webhook's certificate file")
+    front.add_argument("--tls-key", required=True, help="the webhook's key file")
+    front.add_argument("--opa-url", required=True, help="the gate's OPA base URL")
+    front.add_argument("--opa-ca", help="CA bundle for an HTTPS OPA")
+    front.add_argument("--token-file", help="bearer token file for OPA")
+    front.set_defaults(run=_front)
+
+
+def _front(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT (exit 0); 2 on bad usage."""
+    import signal
+    import threading
+    from pathlib import Path
+
+    from controller.admission_front import AdmissionFront, serve
+
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        print("--listen must be HOST:PORT", file=sys.stderr)
+        return 2
+    headers = {}
+    if args.token_file:
+        headers["Authorization"] = f"Bearer {Path(args.token_file).read_text().strip()}"
+    front = AdmissionFront(args.opa_url, headers=headers, verify=args.opa_ca or True)
+    server = serve(front, host, int(port), tls=(Path(args.tls_cert), Path(args.tls_key)))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+    server.shutdown()
+    return 0
 
 
 def _commands() -> list[tuple[str, str, tuple[str, ...]]]:
