@@ -52,7 +52,7 @@ status: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet images observability tools stacks bench)
+	$(VENV)/bin/mypy $(wildcard fleetplane fleet components controller replay policyreview localfleet images observability tools stacks bench placement)
 	$(VENV)/bin/lint-imports
 	$(PY) -m tools.check_file_sizes
 
