@@ -107,7 +107,7 @@ class Replay:
             cpu_pods,
             reserve or single_ratio(scenario.fleet.volcano.reserve_cpu_per_idle_gpu),
         )
-        self.fleet.cpu = self.cpu
+        self.fleet.on_node_lost = self.cpu.lose_node
         self.scheduler = Scheduler(self.fleet)
         self.autoscaler = Autoscaler(self.fleet)
         self.controller = Controller(self.fleet, policy)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.decide.preempt import fits
 from controller.observe.model import Node, Pod
@@ -28,9 +28,6 @@ from replay.objects import (
 )
 from replay.scenarios import Scenario
 from replay.settings import Settings
-
-if TYPE_CHECKING:
-    from replay.cpu_pods import CpuWork
 
 Resubmit = Callable[[Job, float, float | None], None]
 """Submit a new pod for the job at a trace time, continuing from a progress (or from where
@@ -67,8 +64,9 @@ class FleetState:
         self.ghosts: list[Ghost] = []
         self.team_gpus: dict[str, int] = {t.name: 0 for t in scenario.fleet.teams}
         self._compatible: dict[tuple[Any, ...], list[PoolSpec]] = {}
-        self.cpu: CpuWork | None = None
-        """The CPU-only pods (set by the engine)."""
+        self.on_node_lost: Callable[[SimNode, float], None] | None = None
+        """Told of a node taken away before its pods are (the engine sets it to the CPU-only
+        pods' `CpuWork.lose_node`)."""
         self._ready_views: dict[str, Node] | None = None
         self._standing_gpus: StandingGpus | None = None
         """Both derived from the standing nodes, asked every period; forgotten when a node is
@@ -289,8 +287,8 @@ class FleetState:
         progress since their last checkpoint and are submitted again at once."""
         c = self.counters
         counted = self.in_window(at)
-        if self.cpu is not None:
-            self.cpu.lose_node(node, at)
+        if self.on_node_lost is not None:
+            self.on_node_lost(node, at)
         for ghost in list(node.ghosts):
             node.ghosts.remove(ghost)
             self.ghosts.remove(ghost)
