@@ -13,7 +13,6 @@ import pulumi_gcp as gcp
 
 from components.cloud_upgrades import eks_update_config, gke_upgrade_settings
 from fleet.config import ClusterConfig, FleetConfig, PoolConfig
-from fleet.config.autoscaling import autoscaler_of
 from fleet.nodes import declared_labels, node_taints, uses_native_gke_gpu_features
 
 GKE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -109,7 +108,7 @@ class GpuNodePool(pulumi.ComponentResource):
         self.node_pool = None
         labels = declared_labels(fleet, pool)
         # A Karpenter pool is a NodePool (components.karpenter), not a managed node group.
-        if cluster.provider == "aws" and autoscaler_of(cluster, pool) == "managed":
+        if cluster.provider == "aws" and cluster.autoscaler_for(pool) == "managed":
             self.node_group = self._eks(name, fleet, cluster, pool, labels, child)
         elif cluster.provider == "gcp":
             self.node_pool = self._gke(name, fleet, cluster, pool, labels, child)

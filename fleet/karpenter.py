@@ -23,7 +23,6 @@ from typing import Any
 
 from fleet import labels
 from fleet.config import ClusterConfig, FleetConfig, MaintenanceWindow, PoolConfig
-from fleet.config.autoscaling import autoscaler_of
 from fleet.nodes import declared_labels, node_taints, observed_labels
 
 API_VERSION = "karpenter.sh/v1"
@@ -55,7 +54,7 @@ _WEEK = 7 * 24 * 60
 
 def karpenter_pools(cluster: ClusterConfig) -> list[PoolConfig]:
     """The cluster's pools Karpenter scales."""
-    return [p for p in cluster.pools if autoscaler_of(cluster, p) == "karpenter"]
+    return [p for p in cluster.pools if cluster.autoscaler_for(p) == "karpenter"]
 
 
 def node_class_ref(cluster: ClusterConfig, pool: PoolConfig) -> dict[str, str]:

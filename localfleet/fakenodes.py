@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from fleet.config import FleetConfig
-from fleet.config.autoscaling import autoscaler_of
 from fleet.nodes import node_taints, observed_labels
 from fleet.project import stack_file as project_stack_file
 
@@ -108,5 +107,5 @@ def local_fake_pools(config: FleetConfig, *, cluster: str | None = None) -> list
         if c.provider == "local" and (cluster is None or c.name == cluster)
         for pool in c.pools
         # Karpenter's pools start empty: it makes their nodes (localfleet.karpenter).
-        if autoscaler_of(c, pool) == "managed"
+        if c.autoscaler_for(pool) == "managed"
     ]

@@ -1,17 +1,14 @@
 """Who scales a cluster's GPU pools: the cloud's managed groups (EKS managed node groups, GKE
 node pools with their autoscaling) or Karpenter (one NodePool per pool), and Karpenter's
-settings; and the checks of that choice."""
+settings (the checks of that choice are `checks.check_autoscaling`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from fleet.config.base import ConfigModel
-
-if TYPE_CHECKING:
-    from fleet.config.clusters import ClusterConfig, PoolConfig
 
 Autoscaler = Literal["managed", "karpenter"]
 
@@ -39,35 +36,3 @@ class KarpenterConfig(ConfigModel):
     """EKS: tags that select the nodes' security groups; empty for
     `karpenter.sh/discovery: <cluster name>`, the tag Karpenter's guides put on the cluster's
     node security group. Default empty."""
-
-
-def check_autoscaling(cluster: ClusterConfig, at: str, add: Any) -> None:
-    """The choice of autoscaler for one cluster: Karpenter runs on EKS (its AWS provider) and on
-    the local fleet (its KWOK provider), not on GKE, where pools scale with GKE's own
-    autoscaler. Karpenter's accelerated AMIs carry the NVIDIA driver, so its EKS pools are
-    `driver_manager: cloud`."""
-    for pool in cluster.pools:
-        if pool.autoscaler is None and cluster.autoscaler == "managed":
-            continue
-        where = f"{at}.pools[{pool.name}].autoscaler" if pool.autoscaler else f"{at}.autoscaler"
-        if autoscaler_of(cluster, pool) != "karpenter":
-            continue
-        if cluster.provider == "gcp":
-            add(
-                where,
-                "karpenter runs on aws and local clusters; GKE pools scale with GKE's "
-                "autoscaler (autoscaler: managed, min_nodes/max_nodes)",
-            )
-        elif pool.accelerator.is_tpu:
-            add(where, "karpenter scales GPU pools only; TPU pools are GKE node pools")
-        elif cluster.provider == "aws" and pool.driver_manager == "gpu-operator":
-            add(
-                f"{at}.pools[{pool.name}].driver_manager",
-                "karpenter's EKS nodes boot the accelerated AMI, whose image ships the NVIDIA "
-                "driver: use driver_manager cloud (or autoscaler: managed)",
-            )
-
-
-def autoscaler_of(cluster: ClusterConfig, pool: PoolConfig) -> Autoscaler:
-    """The pool's own choice, else its cluster's."""
-    return pool.autoscaler or cluster.autoscaler

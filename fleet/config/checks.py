@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleet import catalog, labels
-from fleet.config.autoscaling import check_autoscaling
 from fleet.config.clusters import ClusterConfig, PoolConfig
 from fleet.config.errors import Problem
 from fleet.config.schema import FleetConfig
@@ -495,3 +494,30 @@ def _check_cloud_upgrades(config: FleetConfig, add: Any) -> None:
 def _minutes(clock: str) -> int:
     hours, minutes = clock.split(":")
     return int(hours) * 60 + int(minutes)
+
+
+def check_autoscaling(cluster: ClusterConfig, at: str, add: Any) -> None:
+    """The choice of autoscaler for one cluster: Karpenter runs on EKS (its AWS provider) and on
+    the local fleet (its KWOK provider), not on GKE, where pools scale with GKE's own
+    autoscaler. Karpenter's accelerated AMIs carry the NVIDIA driver, so its EKS pools are
+    `driver_manager: cloud`."""
+    for pool in cluster.pools:
+        if pool.autoscaler is None and cluster.autoscaler == "managed":
+            continue
+        where = f"{at}.pools[{pool.name}].autoscaler" if pool.autoscaler else f"{at}.autoscaler"
+        if cluster.autoscaler_for(pool) != "karpenter":
+            continue
+        if cluster.provider == "gcp":
+            add(
+                where,
+                "karpenter runs on aws and local clusters; GKE pools scale with GKE's "
+                "autoscaler (autoscaler: managed, min_nodes/max_nodes)",
+            )
+        elif pool.accelerator.is_tpu:
+            add(where, "karpenter scales GPU pools only; TPU pools are GKE node pools")
+        elif cluster.provider == "aws" and pool.driver_manager == "gpu-operator":
+            add(
+                f"{at}.pools[{pool.name}].driver_manager",
+                "karpenter's EKS nodes boot the accelerated AMI, whose image ships the NVIDIA "
+                "driver: use driver_manager cloud (or autoscaler: managed)",
+            )

@@ -178,6 +178,10 @@ class ClusterConfig(ConfigModel):
     karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig)
     """Default see `KarpenterConfig`."""
 
+    def autoscaler_for(self, pool: PoolConfig) -> Autoscaler:
+        """Who scales the pool: its own choice, else this cluster's."""
+        return pool.autoscaler or self.autoscaler
+
     @property
     def remote_name(self) -> str:
         return self.cluster_name or self.name
