@@ -54,10 +54,9 @@ from typing import Any
 
 from controller.config import FleetView
 from controller.decide.preempt import Candidate, Quota, fits, select_victims, victim_order
-from controller.decide.preempt.candidates import pdb_blocks
-from controller.decide.workloads import annotation_number, gang_of, gangs, preemptible
+from controller.decide.preempt.candidates import pdb_blocks, run_so_far
+from controller.decide.workloads import gang_of, gangs, preemptible
 from controller.observe.model import DisruptionBudget, Node, Pod, family, is_accelerator
-from fleet import labels as keys
 
 PENDING_GROUP_PHASES = frozenset({"Pending", "Inqueue"})
 """PodGroup phases of work that waits for room (Volcano: not yet enqueued, or enqueued and not
@@ -432,21 +431,12 @@ def _candidate(
     frees = {r: n for r, n in victim.demand.items() if r in claimant.demand}
     if (not frees and not alone) or not preemptible(victim, fleet):
         return None
-    wt = fleet.workload_types.get(victim.workload_type or "")
-    if wt is None:
+    run = run_so_far(victim, fleet, context.now)
+    if run is None:
         return None
-    started = victim.started if victim.started is not None else victim.created
-    running = max(0.0, context.now - started)
-    if running < wt.min_runtime_seconds:
-        return None
+    running, since = run
     if pdb_blocks(victim, context.pdbs, ledger.disruptions) is not None:
         return None
-    checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
-    since = (
-        context.now - checkpoint
-        if checkpoint is not None and checkpoint <= context.now
-        else running
-    )
     mates: tuple[Pod, ...] = ()
     gang = None if alone else context.gangs.get(gang_of(victim) or ("", ""))
     if gang is not None:

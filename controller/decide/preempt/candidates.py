@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from controller.config import FleetView
 from controller.decide.preempt.ledger import Context, Ledger
 from controller.decide.preempt.model import Candidate
 from controller.decide.preempt.ordering import victim_order
@@ -54,6 +55,22 @@ def select_victims(
     return sorted(chosen, key=victim_order)
 
 
+def run_so_far(victim: Pod, fleet: FleetView, now: float) -> tuple[float, float] | None:
+    """(seconds the victim has run, seconds of work since its last checkpoint: all of its run
+    without one) when it is past its workload type's minimum runtime; None when it is not, or
+    its type is unknown (unknown is never a victim)."""
+    wt = fleet.workload_types.get(victim.workload_type or "")
+    if wt is None:
+        return None
+    started = victim.started if victim.started is not None else victim.created
+    running = max(0.0, now - started)
+    if running < wt.min_runtime_seconds:
+        return None
+    checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
+    since = now - checkpoint if checkpoint is not None and checkpoint <= now else running
+    return running, since
+
+
 def pdb_blocks(
     pod: Pod, pdbs: list[DisruptionBudget], used: Mapping[tuple[str, str], int] | None = None
 ) -> DisruptionBudget | None:
@@ -92,13 +109,10 @@ def as_candidate(
     frees = {r: n for r, n in victim.demand.items() if r in preemptor.demand}
     if (not frees and not alone) or not preemptible(victim, fleet):
         return None
-    wt = fleet.workload_types.get(victim.workload_type or "")
-    if wt is None:
+    run = run_so_far(victim, fleet, now)
+    if run is None:
         return None
-    started = victim.started if victim.started is not None else victim.created
-    running = max(0.0, now - started)
-    if running < wt.min_runtime_seconds:
-        return None
+    running, since = run
     victim_priority = context.priority_of(victim)
     if victim_priority >= priority:
         return None
@@ -114,8 +128,6 @@ def as_candidate(
             return None
     if pdb_blocks(victim, context.pdbs, ledger.disruptions) is not None:
         return None
-    checkpoint = annotation_number(victim, keys.LAST_CHECKPOINT)
-    since = now - checkpoint if checkpoint is not None and checkpoint <= now else running
     mates: tuple[Pod, ...] = ()
     gang = None if alone else ledger.gangs.get(gang_of(victim) or ("", ""))
     if gang is not None:
