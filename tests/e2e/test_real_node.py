@@ -14,7 +14,14 @@ local stack configured to use them. Then, in the cluster:
    the CronJob's ServiceAccount, with in-cluster configuration) act on the KWOK GPU nodes: the
    first warns an idle notebook (Prometheus, on the host, holds DCGM series that say so), the
    second reclaims it (its Deployment scaled to zero); each pushes the spend document to every
-   OPA replica; both complete and their JSON logs are read back.
+   OPA replica; both complete and their JSON logs are read back;
+4. the driver upgrade's validator pod, made by the product's own builder, runs on the real node
+   from the validator image by digest (NVML binding inside), finds no NVIDIA driver there and
+   says so in its termination message: the controller reads that as `unhealthy` with the
+   no-driver reason as soon as the pod ends, not at the validation timeout;
+5. remediation's GPU-reset pod, made by the product's builder, runs `fleetplane health reset`
+   from the same image on the real node, privileged, against a stand-in `nvidia-smi` (mounted
+   from the host) that records what it was asked: persistence off, reset, persistence back.
 
 Needs root (network namespaces, cgroups, mounts) and the Pulumi CLI and Kubernetes provider.
 """
@@ -28,12 +35,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from controller.nodeflow.nodes import node_view
+from controller.nodeflow.pods import Terminated
+from controller.nodeflow.settings import WorkflowSettings
+from controller.nodeflow.validator import NO_DRIVER, UNHEALTHY, read_verdict, validator_pod
+from controller.remediation import states
+from controller.remediation.remedy_pods import remedy_pod
 from localfleet.controlplane import BIN_DIR
 from localfleet.servers import PrometheusServer, Sample
 from localfleet.stack import LocalStack
@@ -332,4 +346,116 @@ def test_the_platform_runs_in_the_cluster_on_a_real_node(stack: LocalStack) -> N
         assert deployment["metadata"]["annotations"]["fleetplane.dev/reclaimed-replicas"] == "1"
     finally:
         prometheus.stop()
+
+    # 4. the upgrade's validator from its image, on a node without an NVIDIA driver ----------
+    validator_says_no_driver(stack, fleet)
+    # 5. remediation's GPU reset from the same image, against a stand-in nvidia-smi ----------
+    gpu_reset_asks_nvidia_smi(stack, fleet)
     print(f"real-node e2e in {time.monotonic() - started:.0f}s")
+
+
+VALIDATION_TIMEOUT = 600  # the pod's deadline: the verdict must come long before it
+
+
+def validator_says_no_driver(stack: LocalStack, fleet: Any) -> None:
+    cluster, node = stack.cluster, stack.node()
+    image = fleet.upgrade.validator_image
+    assert image and "@sha256:" in image, image
+    settings = WorkflowSettings(
+        validator_image=image,
+        validator_namespace=SYSTEM,
+        validation_timeout_seconds=VALIDATION_TIMEOUT,
+    )
+    target, gpus = "550.54.15", 8
+    # the real node has no GPU: it is validated as the 8-GPU node whose driver did not come up
+    view = replace(node_view(cluster.get_json("node", node.name)), gpu_capacity=gpus)
+    pod = validator_pod(view, attempt=1, target=target, settings=settings)
+    name = pod["metadata"]["name"]
+    begun = time.monotonic()
+    statuses, state = run_to_the_end(stack, pod)
+    took = time.monotonic() - begun
+    print(f"validator pod ended in {took:.0f}s: {state}")
+    assert statuses[0]["imageID"].endswith(image.rsplit("@", 1)[1]), statuses[0]
+    assert state["exitCode"] != 0, state
+    outcome = read_verdict(
+        Terminated(
+            exit_code=state["exitCode"],
+            message=str(state.get("message") or ""),
+            reason=str(state.get("reason") or ""),
+        ),
+        target=target,
+        gpus=gpus,
+    )
+    assert outcome.kind == UNHEALTHY, outcome
+    assert NO_DRIVER in outcome.reason and "NVIDIA driver" in outcome.reason, outcome
+    assert outcome.summary.get("verdict_reason") == NO_DRIVER, outcome.summary
+    cluster.kubectl("delete", "pod", name, "-n", SYSTEM, "--wait=false")
+
+
+def run_to_the_end(stack: LocalStack, pod: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Create `pod` and wait until its first container has terminated: (statuses, state)."""
+    cluster, name = stack.cluster, pod["metadata"]["name"]
+    namespace = pod["metadata"]["namespace"]
+    created = cluster.kubectl("create", "-f", "-", input=json.dumps(pod), check=False)
+    assert created.returncode == 0, created.stderr
+    begun = time.monotonic()
+    while True:
+        raw = cluster.get_json("pod", name, "-n", namespace)
+        statuses = raw.get("status", {}).get("containerStatuses") or []
+        state = (statuses[0].get("state") or {}).get("terminated") if statuses else None
+        if state:
+            return statuses, state
+        assert time.monotonic() - begun < VALIDATION_TIMEOUT / 2, raw.get("status")
+        time.sleep(1)
+
+
+STANDIN_NVIDIA_SMI = """#!/usr/bin/python3.11
+import sys
+with open("/standin/calls", "a") as calls:
+    calls.write(" ".join(sys.argv[1:]) + "\\n")
+if "--query-gpu=persistence_mode" in sys.argv:
+    print("Enabled")
+elif "--gpu-reset" in sys.argv:
+    print("GPU 00000000:00:1E.0 was successfully reset.")
+"""
+
+
+def gpu_reset_asks_nvidia_smi(stack: LocalStack, fleet: Any) -> None:
+    cluster, node = stack.cluster, stack.node()
+    standin = stack.services_dir / "standin-nvidia-smi"
+    standin.mkdir(parents=True, exist_ok=True)
+    (standin / "calls").write_text("")
+    (standin / "calls").chmod(0o666)
+    script = standin / "nvidia-smi"
+    script.write_text(STANDIN_NVIDIA_SMI)
+    script.chmod(0o755)
+    settings = WorkflowSettings(
+        validator_image=fleet.upgrade.validator_image, validator_namespace=SYSTEM
+    )
+    view = replace(node_view(cluster.get_json("node", node.name)), gpu_capacity=8)
+    pod = remedy_pod(view, remedy=states.GPU_RESET, attempt=1, gpus=["3"], settings=settings)
+    assert pod["spec"]["containers"][0]["securityContext"] == {"privileged": True}
+    # the test's only change to the product's pod: nvidia-smi comes from the host's stand-in
+    # (on a GPU node the NVIDIA container runtime mounts the driver's own)
+    pod["spec"]["volumes"] = [
+        {"name": "standin", "hostPath": {"path": str(standin), "type": "Directory"}},
+        {"name": "nvidia-smi", "hostPath": {"path": str(script), "type": "File"}},
+    ]
+    pod["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "standin", "mountPath": "/standin"},
+        {"name": "nvidia-smi", "mountPath": "/usr/local/bin/nvidia-smi", "readOnly": True},
+    ]
+    _, state = run_to_the_end(stack, pod)
+    print(f"GPU-reset pod ended: {state}")
+    assert state["exitCode"] == 0, state
+    result = json.loads(state["message"])
+    assert result["ok"] and result["remedy"] == "gpu-reset", result
+    assert result["gpus"]["3"]["persistence_mode"] == "enabled", result
+    assert result["gpus"]["3"]["persistence_mode_restored"] is True, result
+    assert (standin / "calls").read_text().splitlines() == [
+        "-i 3 --query-gpu=persistence_mode --format=csv,noheader",
+        "-i 3 -pm 0",
+        "--gpu-reset -i 3",
+        "-i 3 -pm 1",
+    ]
+    cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", SYSTEM, "--wait=false")
