@@ -42,9 +42,11 @@ def test_tolerations_per_tier() -> None:
     assert tolerations_for("on-demand") == [ON_DEMAND]
     spot = tolerations_for("spot")
     assert spot[0] == ON_DEMAND and spot[1]["value"] == "spot"
-    assert {"key": "fleetplane.dev/capacity-type", "operator": "Exists", "effect": "NoSchedule"} in (
-        spot
-    )
+    assert {
+        "key": "fleetplane.dev/capacity-type",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in (spot)
 
 
 def test_work_waiting_past_the_wait_asks_for_the_next_tier_with_the_whole_estimate() -> None:
@@ -89,7 +91,9 @@ def test_pods_pinned_to_a_pool_running_or_of_unknown_teams_are_not_burst_work() 
 
 
 def test_a_team_without_a_queue_is_left_alone() -> None:
-    plan = plan_bursts([waiting("a").build()], [], fleet_with_reservation(), {}, NOW, wait_seconds=1)
+    plan = plan_bursts(
+        [waiting("a").build()], [], fleet_with_reservation(), {}, NOW, wait_seconds=1
+    )
     assert plan.teams == [] and not plan.asks
 
 
