@@ -252,8 +252,20 @@ def test_a_waiting_gang_bursts_to_on_demand_within_budget_and_a_team_without_hea
         assert not karpenter_nodes(kube, OPEN)
         assert [n["metadata"]["name"] for n in karpenter_nodes(kube, RESERVED)] == [reserved_node]
 
-        # One pass, as if the gangs had waited two minutes (the wait is 60 s here).
+        # As if the gangs had waited two minutes (the wait is 60 s here). A dry run says what it
+        # would do and writes nothing.
         now = time.time() + 120
+        dry = h.run(now, concerns=("burst",), dry_run=True)
+        assert f"DRY-RUN burst: would open queue {QUEUES['research']}" in dry.out
+        assert dry.out.count("DRY-RUN burst: would admit") == 2
+        assert not any(burst_tolerated(p) for p in pods_of(kube, namespace, research_job))
+        assert BURST_TIER not in (
+            client.get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{QUEUES['research']}")[
+                "metadata"
+            ].get("annotations")
+            or {}
+        )
+
         run = h.run(now, concerns=("burst",))
         (opened,) = logged(run, "burst.open")
         assert opened["target"] == f"queue {QUEUES['research']}" and opened["tier"] == "on-demand"
