@@ -111,6 +111,8 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
             "resources": ["podgroups", "queues"],
             "verbs": read,
         },
+        # bursting: the team's open tier is an annotation of its Queue (controller/act/burst.py)
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": ["patch"]},
         # stop Volcano jobs (Volcano has no suspend field: an AbortJob Command) and annotate
         # them; every write is a merge patch, never a PUT, so no `update`
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": [*read, "patch"]},

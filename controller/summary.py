@@ -178,6 +178,12 @@ FAMILIES: dict[str, Family] = {
         "gauge",
         "What a team's running accelerator pods cost per hour, at the configured prices.",
     ),
+    "team_burst_gpus": Family(
+        "fleetplane_team_burst_gpus",
+        "gauge",
+        "Accelerators a team's running pods hold on burst nodes (label fleetplane.dev/burst-tier), "
+        "per tier and model; the bill integrates it into burst GPU-hours.",
+    ),
     "team_spend_usd": Family(
         "fleetplane_team_spend_usd", "gauge", "Month-to-date accelerator spend of a team, USD."
     ),

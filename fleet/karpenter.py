@@ -39,6 +39,13 @@ fleet's pools are on-demand or spot today."""
 DISRUPTING_WORK = ("Underutilized", "Drifted")
 """Karpenter's disruption reasons that evict running pods (Empty nodes hold none)."""
 
+BURST_TIER = "fleetplane.dev/burst-tier"
+"""Taint key (effect NoSchedule) and node label, value the tier (`on-demand`, `spot`), of a burst
+pool's nodes: a pool open to every team in a cluster that reserves pools for teams. A team's
+home is its reservation; only work the controller's burst concern let onto the tier tolerates
+the taint, and Karpenter does not use a NodePool whose taint a pending pod does not tolerate
+(`controller.decide.burst` writes the same key)."""
+
 # Label domains Karpenter owns or refuses in a NodePool's template, and labels of other
 # autoscalers that would be false on a Karpenter node.
 _NOT_TEMPLATE_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "eks.amazonaws.com")
@@ -88,9 +95,23 @@ def units_per_node(cluster: ClusterConfig, pool: PoolConfig) -> int:
     return pool.allocatable_per_node if cluster.provider == "local" else pool.accelerators
 
 
+def burst_tier(cluster: ClusterConfig, pool: PoolConfig) -> str | None:
+    """The tier a pool is burst capacity of (its capacity type), or None: a pool is burst
+    capacity when it is open to every team and its cluster reserves some pool for teams."""
+    if pool.teams or not any(other.teams for other in cluster.pools):
+        return None
+    return pool.capacity_type
+
+
 def node_pool(fleet: FleetConfig, cluster: ClusterConfig, pool: PoolConfig) -> dict[str, Any]:
     """The pool's NodePool."""
     karpenter = cluster.karpenter
+    node_labels = template_labels(fleet, cluster, pool)
+    taints = node_taints(pool)
+    tier = burst_tier(cluster, pool)
+    if tier is not None:
+        node_labels[BURST_TIER] = tier
+        taints.append({"key": BURST_TIER, "value": tier, "effect": "NoSchedule"})
     requirements = [
         {"key": labels.INSTANCE_TYPE, "operator": "In", "values": [pool.machine_type]},
         {"key": labels.KARPENTER_CAPACITY_TYPE, "operator": "In", "values": [pool.capacity_type]},
@@ -107,11 +128,11 @@ def node_pool(fleet: FleetConfig, cluster: ClusterConfig, pool: PoolConfig) -> d
             "weight": TIER_WEIGHTS[pool.capacity_type],
             "limits": {pool.resource: str(pool.max_nodes * units_per_node(cluster, pool))},
             "template": {
-                "metadata": {"labels": template_labels(fleet, cluster, pool)},
+                "metadata": {"labels": node_labels},
                 "spec": {
                     "nodeClassRef": node_class_ref(cluster, pool),
                     "requirements": requirements,
-                    "taints": node_taints(pool),
+                    "taints": taints,
                     "expireAfter": karpenter.expire_after,
                 },
             },

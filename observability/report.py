@@ -15,6 +15,9 @@ now; S: the controller's period, the step at which the burn rate is sampled):
   make the difference;
 - utilisation average and peak: DCGM_FI_DEV_GPU_UTIL of the team's pods (via
   `fleetplane_namespace_team`), averaged and maximised over R;
+- burst GPU-hours, per tier: the integral of `fleetplane_team_burst_gpus` (the accelerators a
+  team's running pods hold on burst nodes, which carry the label `fleetplane.dev/burst-tier`:
+  capacity beyond the team's reservation it was let onto by the burst policy);
 - idle GPU-hours: the integral of `fleetplane_team_gpus{state="idle"}`; reclaimed GPU-hours and
   the spend it avoided: the increase of the controller's counters over R;
 - cost per training / inference GPU-hour: integrated cost over GPU-hours of that type;
@@ -96,6 +99,8 @@ class TeamFigures:
     util_avg: float | None = None
     util_peak: float | None = None
     idle_gpu_hours: float = 0.0
+    burst_gpu_hours: dict[str, float] = field(default_factory=dict)
+    """Per burst tier (on-demand, spot)."""
     reclaimed_gpu_hours: float = 0.0
     reclaim_savings_usd: float = 0.0
     cost_per_training_hour: float | None = None
@@ -236,6 +241,12 @@ def build_report(
         f'sum by (team) (sum_over_time(fleetplane_team_gpus{{state="idle"}}{sampled}))',
         hours,
     )
+    for labels, value in prom.vector(
+        f"sum by (team, tier) (sum_over_time(fleetplane_team_burst_gpus{sampled}))", until
+    ):
+        found = report.teams.get(labels.get("team", ""))
+        if found is not None and value > 0:
+            found.burst_gpu_hours[labels.get("tier", "")] = value * hours
     fill(
         "reclaimed_gpu_hours",
         f"sum by (team) (increase(fleetplane_team_reclaimed_gpu_hours_total[{window}]))",
@@ -304,6 +315,13 @@ def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
     return "-" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
+def _burst(by_tier: dict[str, float]) -> str:
+    """Burst GPU-hours per tier, cheapest first ("-" without any)."""
+    order = ("on-demand", "spot")
+    tiers = sorted(by_tier, key=lambda t: (order.index(t) if t in order else len(order), t))
+    return ", ".join(f"{_num(by_tier[t])} {t}" for t in tiers) or "-"
+
+
 def _duration(value: float | None) -> str:
     if value is None:
         return "-"
@@ -353,6 +371,7 @@ def team_table(report: Report) -> list[list[str]]:
         "GPU-hours",
         "util avg / peak",
         "idle GPU-h",
+        "burst GPU-h",
         "reclaimed GPU-h (avoided)",
         "$/training GPU-h",
         "$/inference GPU-h",
@@ -378,6 +397,7 @@ def team_table(report: Report) -> list[list[str]]:
                 _num(t.gpu_hours),
                 f"{_num(t.util_avg, 0, '%')} / {_num(t.util_peak, 0, '%')}",
                 _num(t.idle_gpu_hours),
+                _burst(t.burst_gpu_hours),
                 f"{_num(t.reclaimed_gpu_hours)} ({_money(t.reclaim_savings_usd)})",
                 _money(t.cost_per_training_hour),
                 _money(t.cost_per_inference_hour),

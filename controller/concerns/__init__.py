@@ -169,6 +169,17 @@ REGISTRY: tuple[Concern, ...] = (
         act=("controller.act.disruption",),
         step="controller.concerns.disruption:run",
     ),
+    Concern(
+        name="burst",
+        description="Let a team's waiting accelerator work onto the next capacity tier "
+        "(on-demand after its reservation, then spot) when the policy allows it; close the "
+        "tier when nothing waits or runs there.",
+        phrase="bursting",
+        settings=("pools", "teams", "models", "controller.preemption_pending_seconds"),
+        decide=("controller.decide.burst",),
+        act=("controller.act.burst",),
+        step="controller.concerns.burst:run",
+    ),
 )
 
 CONCERNS: tuple[str, ...] = tuple(concern.name for concern in REGISTRY)

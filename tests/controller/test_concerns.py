@@ -47,13 +47,14 @@ def test_the_pass_runs_the_concerns_in_the_documented_order() -> None:
         "preempt",
         "fragmentation",
         "disruption",
+        "burst",
     )
     assert [entry.name for entry in REGISTRY] == list(CONCERNS)
     assert concern("lifetime").name == "lifetime"
     assert full_pass_description() == (
         "One full pass: idle reclamation, work lifetimes, spend accounting, the gate's "
-        "admission data, fair share, priority preemption, GPU fragmentation, then autoscaler "
-        "disruption marks."
+        "admission data, fair share, priority preemption, GPU fragmentation, autoscaler "
+        "disruption marks, then bursting."
     )
 
 
@@ -163,4 +164,4 @@ def test_a_new_concern_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     assert summary.errors == 0
     assert ("phase_seconds", (("phase", "quiet"),)) in summary.values
     assert "Quiet down noisy work, for this test." in help_of("controller", "quiet")
-    assert "autoscaler disruption marks, then quieting." in help_of("controller", "reconcile")
+    assert "bursting, then quieting." in help_of("controller", "reconcile")

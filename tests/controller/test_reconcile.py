@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from controller import reconcile
-from controller.concerns import admission, idle, preempt, spend
+from controller.concerns import admission, burst, idle, preempt, spend
 from controller.config import Settings
 from controller.errors import (
     ControllerError,
@@ -47,7 +47,15 @@ def run(
 
     monkeypatch.setattr(reconcile, "take_snapshot", empty_snapshot)
     monkeypatch.setattr(idle, "evidence", lambda *a: {})
-    steps = {"idle": idle, "spend": spend, "admission": admission, "preempt": preempt}
+    # the concerns that call the API even on an empty snapshot (bursting reads the Queues to
+    # close tiers no longer used)
+    steps = {
+        "idle": idle,
+        "spend": spend,
+        "admission": admission,
+        "preempt": preempt,
+        "burst": burst,
+    }
     for name, module in steps.items():
         monkeypatch.setattr(module, "run", concern(name))
     settings = Settings(
@@ -77,7 +85,7 @@ def test_a_failing_spend_is_counted_as_spend_and_preemption_still_runs(
 ) -> None:
     caplog.set_level("INFO")
     summary, ran, _ = run(monkeypatch, "spend", error)
-    assert ran == ["idle", "spend", "admission", "preempt"]
+    assert ran == ["idle", "spend", "admission", "preempt", "burst"]
     assert "spend.failed" in [r.msg for r in caplog.records]
     assert summary.get("errors", concern="spend", kind=kind) == 1
     assert summary.get("errors", concern="observe", kind=kind) == 0
@@ -89,7 +97,7 @@ def test_every_concern_fails_on_its_own(
 ) -> None:
     caplog.set_level("INFO")
     summary, ran, _ = run(monkeypatch, failing, PermanentError("HTTP 403"))
-    assert ran == ["idle", "spend", "admission", "preempt"]
+    assert ran == ["idle", "spend", "admission", "preempt", "burst"]
     assert f"{failing}.failed" in [r.msg for r in caplog.records]
     assert summary.get("errors", concern=failing, kind="permanent") == 1
     assert summary.get("errors", concern="observe", kind="permanent") == 0

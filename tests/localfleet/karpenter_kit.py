@@ -5,6 +5,7 @@ real Karpenter-kwok beside the session's API server and kwok (a module-scoped fi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -60,7 +61,14 @@ def local_fleet() -> FleetConfig:
 
 @pytest.fixture(scope="module")
 def karpenter(kube: LocalCluster) -> Iterator[LocalKarpenter]:
-    fleet = local_fleet()
+    with running_karpenter(kube, local_fleet()) as runner:
+        yield runner
+
+
+@contextmanager
+def running_karpenter(kube: LocalCluster, fleet: FleetConfig) -> Iterator[LocalKarpenter]:
+    """Karpenter-kwok scaling `fleet`'s Karpenter pools on `kube` until the block ends; then its
+    nodes and NodePools are taken away."""
     local = karpenter_cluster(fleet)
     assert local is not None
     runner = LocalKarpenter(cluster=kube, fleet=fleet, fleet_cluster=local, detached=False)

@@ -48,6 +48,8 @@ class FleetData:
     """The controller's month-to-date spend per team at the last pass."""
     gpu_hours: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
     """(team, workload type, model, capacity type) -> GPU-hours in the current month."""
+    burst_gpu_hours: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(team, tier) -> GPU-hours on burst nodes in the current month."""
 
 
 def _workloads(passes: int) -> list[Workload]:
@@ -194,6 +196,15 @@ def generate(now: float | None = None) -> FleetData:
             if at >= month:
                 hours = (w.team, w.workload_type, w.model, w.capacity_type)
                 data.gpu_hours[hours] = data.gpu_hours.get(hours, 0.0) + w.gpus * PERIOD / 3600
+            # research's H100 training ran on a burst node (the on-demand tier, past its
+            # reservation) in the second half of the data
+            if w.team == "research" and w.model == "h100-80gb" and index >= passes // 2:
+                summary.inc("team_burst_gpus", w.gpus, team=w.team, tier="on-demand", model=w.model)
+                if at >= month:
+                    burst = (w.team, "on-demand")
+                    data.burst_gpu_hours[burst] = (
+                        data.burst_gpu_hours.get(burst, 0.0) + w.gpus * PERIOD / 3600
+                    )
             if w.start == index:
                 summary.observe(
                     "queue_wait",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fleet.config import FleetConfig
-from observability.report import Month, build_report, to_csv, write_report
+from observability.report import Month, build_report, to_csv, to_markdown, write_report
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +55,18 @@ def test_the_bill_is_the_controllers_spend_to_the_cent(
     assert report.teams["serving"].inference_availability is not None
     assert report.teams["serving"].inference_availability < 1
     assert report.teams["analytics"].idle_gpu_hours > 0
+    # burst GPU-hours: research's on the on-demand tier, nobody else's
+    (tier,) = research.burst_gpu_hours
+    want = data.burst_gpu_hours[("research", tier)]
+    assert tier == "on-demand"
+    assert want - 1e-6 <= research.burst_gpu_hours[tier] <= want + 8 * 300 / 3600
+    assert (
+        research.burst_gpu_hours[tier]
+        < data.gpu_hours[("research", "training", "h100-80gb", "on-demand")]
+    )
+    assert not report.teams["serving"].burst_gpu_hours
+    shown = f"{research.burst_gpu_hours[tier]:,.1f} on-demand"
+    assert "burst GPU-h" in to_markdown(report) and shown in to_markdown(report)
     assert report.teams["analytics"].reclaimed_gpu_hours > 0
     assert research.wait_p95 is not None and 900 < research.wait_p95 <= 1800
     assert research.energy_kwh > 0 and research.emissions_kg > 0
