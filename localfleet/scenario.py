@@ -30,6 +30,7 @@ from typing import Any
 
 from fleet import labels
 from localfleet.controlplane import LocalCluster
+from localfleet.scenario_karpenter import play_karpenter_scene
 from localfleet.scenario_operators import submit_operator_work
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -573,7 +574,17 @@ class Scenario:
         self.log(
             f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
         )
-        return self.account(fleet)
+        # After the account: a Karpenter pool grows for a gang and shrinks after it
+        # (localfleet.scenario_karpenter); its failure fails `up`.
+        return self.account(fleet) + play_karpenter_scene(
+            self.cluster,
+            fleet,
+            namespace="ml-research",
+            queue=TEAM_QUEUES["ml-research"],
+            priority_class="fleetplane-training",
+            scenario_labels={SCENARIO_LABEL: "up"},
+            log=self.log,
+        )
 
     def _started(self, namespace: str, name: str) -> float | None:
         for p in self.pods(namespace):
