@@ -15,7 +15,8 @@ and, the urgent evaluation having waited past `controller.preemption_pending_sec
 the gang with the least work to lose (the checkpointed one, whole); the second reclaims the
 notebook after its grace. The account at the end: per team, accelerators held against the
 queue's capability and the team's share, queue wait p50/p95, spend, and every decision with its
-reason (from the controller's log).
+reason (from the controller's log). After it, Karpenter's scene: a pool with no node grows for a
+gang and shrinks after it (localfleet.scenario_karpenter).
 """
 
 from __future__ import annotations
@@ -579,10 +580,15 @@ class Scenario:
         return self.account(fleet) + play_karpenter_scene(
             self.cluster,
             fleet,
-            namespace="ml-research",
-            queue=TEAM_QUEUES["ml-research"],
+            gang=lambda name, members, spec: gang(
+                name,
+                "ml-research",
+                TEAM_QUEUES["ml-research"],
+                members,
+                spec,
+                {QUEUE_ANNOTATION: TEAM_QUEUES["ml-research"]},
+            ),
             priority_class="fleetplane-training",
-            scenario_labels={SCENARIO_LABEL: "up"},
             log=self.log,
         )
 

@@ -41,15 +41,17 @@ SHRINK_SECONDS = 300.0
 disruption poll and its termination of the empty nodes."""
 POLL_SECONDS = 2.0
 
+GangBuilder = Callable[[str, int, dict[str, Any]], dict[str, Any]]
+"""(name, members, member pod spec) -> the team's Volcano Job of that gang, in its namespace
+and queue, labelled `app: <name>` (the scenario's `gang`)."""
+
 
 def play_karpenter_scene(
     cluster: LocalCluster,
     fleet: FleetConfig,
     *,
-    namespace: str,
-    queue: str,
+    gang: GangBuilder,
     priority_class: str,
-    scenario_labels: dict[str, str],
     log: Callable[[str], None],
 ) -> str:
     """Play the scene on the first Karpenter pool of the fleet's local cluster; the account's
@@ -59,25 +61,15 @@ def play_karpenter_scene(
         return ""
     pool = karpenter_pools(local)[0]
     members, per_member = pool.max_nodes, units_per_node(local, pool)
+    job = gang(GANG, members, member_spec(pool, per_member, priority_class))
+    namespace = job["metadata"]["namespace"]
     where = f"{namespace}/{GANG}"
     before = len(pool_nodes(cluster, pool.name))
     log(
         f"scenario: Karpenter: a gang of {members} x {per_member} {pool.accelerator.label_value} "
         f"for pool {pool.name} ({before} nodes)"
     )
-    cluster.apply(
-        [
-            volcano_gang(
-                namespace,
-                queue,
-                pool,
-                members=members,
-                per_member=per_member,
-                priority_class=priority_class,
-                scenario_labels=scenario_labels,
-            )
-        ]
-    )
+    cluster.apply([job])
     submitted = time.monotonic()
     wait_until(
         cluster,
@@ -116,20 +108,10 @@ def play_karpenter_scene(
     )
 
 
-def volcano_gang(
-    namespace: str,
-    queue: str,
-    pool: PoolConfig,
-    *,
-    members: int,
-    per_member: int,
-    priority_class: str,
-    scenario_labels: dict[str, str],
-) -> dict[str, Any]:
-    """A training gang of `members` pods, each a whole node of `pool`, chosen by the labels the
-    pool's NodePool puts on its nodes (GPU product and pool) and tolerating its taints."""
-    meta_labels = {**scenario_labels, "app": GANG, labels.WORKLOAD_TYPE: "training"}
-    spec: dict[str, Any] = {
+def member_spec(pool: PoolConfig, per_member: int, priority_class: str) -> dict[str, Any]:
+    """The pod of one gang member: a whole node of `pool`, chosen by the labels the pool's
+    NodePool puts on its nodes (GPU product and pool), tolerating its taints."""
+    return {
         "priorityClassName": priority_class,
         "restartPolicy": "OnFailure",
         "terminationGracePeriodSeconds": 0,
@@ -145,30 +127,6 @@ def volcano_gang(
                 "resources": {"limits": {pool.resource: str(per_member)}},
             }
         ],
-    }
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": GANG, "namespace": namespace, "labels": meta_labels},
-        "spec": {
-            "minAvailable": members,
-            "queue": queue,
-            "schedulerName": "volcano",
-            "tasks": [
-                {
-                    "name": "worker",
-                    "replicas": members,
-                    "template": {
-                        # the queue on every pod too (see localfleet.scenario._template_meta)
-                        "metadata": {
-                            "labels": meta_labels,
-                            "annotations": {"scheduling.volcano.sh/queue-name": queue},
-                        },
-                        "spec": spec,
-                    },
-                }
-            ],
-        },
     }
 
 
