@@ -15,7 +15,8 @@ and, the urgent evaluation having waited past `controller.preemption_pending_sec
 the gang with the least work to lose (the checkpointed one, whole); the second reclaims the
 notebook after its grace. The account at the end: per team, accelerators held against the
 queue's capability and the team's share, queue wait p50/p95, spend, and every decision with its
-reason (from the controller's log).
+reason (from the controller's log). After it, Karpenter's scene: a pool with no node grows for a
+gang and shrinks after it (localfleet.scenario_karpenter).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from fleet import labels
 from localfleet.controlplane import LocalCluster
+from localfleet.scenario_karpenter import play_karpenter_scene
 from localfleet.scenario_operators import submit_operator_work
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -573,7 +575,22 @@ class Scenario:
         self.log(
             f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
         )
-        return self.account(fleet)
+        # After the account: a Karpenter pool grows for a gang and shrinks after it
+        # (localfleet.scenario_karpenter); its failure fails `up`.
+        return self.account(fleet) + play_karpenter_scene(
+            self.cluster,
+            fleet,
+            gang=lambda name, members, spec: gang(
+                name,
+                "ml-research",
+                TEAM_QUEUES["ml-research"],
+                members,
+                spec,
+                {QUEUE_ANNOTATION: TEAM_QUEUES["ml-research"]},
+            ),
+            priority_class="fleetplane-training",
+            log=self.log,
+        )
 
     def _started(self, namespace: str, name: str) -> float | None:
         for p in self.pods(namespace):

@@ -1,5 +1,6 @@
 """Every Kubernetes object the components declare, dry-run on the server against the real
-local kube-apiserver (with Volcano's CRDs installed by the `kube` fixture).
+local kube-apiserver (with Volcano's CRDs installed by the `kube` fixture, Karpenter's by this
+module).
 
 Server-side dry runs persist nothing, so a namespaced object would fail on its namespace not
 existing: the namespaces are dry-run first, then those missing are created for this module and
@@ -17,7 +18,10 @@ import yaml
 
 from components.platform import render_manifests
 from fleet.config import load_stack_config
+from localfleet.binaries import bin_dir
 from localfleet.fakenodes import fake_nodes, local_fake_pools
+from localfleet.karpenter import CRDS_FILE as KARPENTER_CRDS
+from localfleet.operators import install_crd_files
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +58,10 @@ def stack_manifests(stack: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def stack_namespaces(kube: Any) -> Iterator[None]:
-    """Every namespace of every stack, created (if missing) for the dry runs of this module."""
+    """Every namespace of every stack, created (if missing) for the dry runs of this module;
+    and the pinned Karpenter release's CRDs, for the local stack's NodePool and KWOKNodeClass
+    (as `fleetplane up` installs them before `pulumi up`; the Karpenter tests install the same)."""
+    install_crd_files(kube, bin_dir(), [KARPENTER_CRDS], "Karpenter's CRDs")
     wanted: dict[str, dict[str, Any]] = {}
     for stack in STACKS:
         for m in stack_manifests(stack):

@@ -50,6 +50,7 @@ TOOLS = (
     "kube-apiserver",
     "kubectl",
     "kwok",
+    "karpenter-kwok",
 )
 TEAM_USER = ["--as=alice", "--as-group=ml-research-engineers"]
 TEAM_NAMESPACE = "ml-research"
@@ -231,6 +232,13 @@ def test_local_stack_lifecycle(
     # two passes at least (warn, then reclaim), more where a pass found partial evidence
     passes = summary.split("controller passes: ", 1)[-1].splitlines()[0].split(", ")
     assert len(passes) >= 2 and set(passes) == {"ok"}, passes
+    # Karpenter's pool, empty at first, grew to its two nodes for the A10G gang and, the gang
+    # finished, its empty nodes were consolidated away (localfleet/scenario_karpenter.py)
+    karpenter = summary.split("Karpenter (autoscaled pools):", 1)[-1]
+    assert "pool a10g-ondemand: 0 -> 2 nodes for gang ml-research/a10g-eval" in summary, karpenter
+    assert "pool a10g-ondemand: 2 -> 0 nodes, consolidated" in summary, karpenter
+    assert not cluster.get_json("nodes", "-l", "karpenter.sh/nodepool")["items"]
+    assert not cluster.get_json("nodeclaims")["items"]
     # the month's chargeback, from the local Prometheus, where the summary says
     assert "chargeback report for this month, written:" in summary
     reports = stack.services_dir / "reports"

@@ -42,6 +42,32 @@ def go_recipe(module_dir: Path) -> tuple[Path, ...]:
     return tuple(sorted(p for p in module_dir.iterdir() if p.suffix in {".mod", ".sum", ".go"}))
 
 
+def static_build(
+    tool: Tool, out: Path, *, module_dir: Path, package: str, binary: str, ldflags: str
+) -> dict[str, str]:
+    """Build `package` of the wrapper module `module_dir` into `out/binary` as the upstream
+    images are built (static: no cgo), from the wrapper's go.sum only (`-mod=readonly`: a
+    missing checksum fails, nothing is added). The environment of the build, for the steps
+    that follow it (the release's files from the module cache)."""
+    env = go_env()
+    env["CGO_ENABLED"] = "0"
+    run(
+        tool,
+        ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(out / binary), package],
+        cwd=module_dir,
+        env={**env, "GOFLAGS": (env.get("GOFLAGS", "") + " -mod=readonly").strip()},
+    )
+    return env
+
+
+def crd_documents(folders: list[Path]) -> str:
+    """The CustomResourceDefinitions of a release's folders (their *.yaml files in name order,
+    kustomization files left out) as one multi-document YAML file."""
+    documents = [p.read_text().strip() for folder in folders for p in sorted(folder.glob("*.yaml"))]
+    documents = [d for d in documents if "kind: CustomResourceDefinition" in d]
+    return "---\n" + "\n---\n".join(documents) + "\n"
+
+
 # Version strings stamped into the Kubernetes binaries: without them they report
 # v0.0.0-master+$Format:%H$, which breaks clients that parse the server version.
 def _kube_ldflags(version: str) -> str:

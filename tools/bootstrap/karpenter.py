@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.bootstrap.go import go_env, go_recipe, go_version, required_version
+from tools.bootstrap.go import (
+    crd_documents,
+    go_recipe,
+    go_version,
+    required_version,
+    static_build,
+)
 from tools.bootstrap.pulumi import module_dir
-from tools.bootstrap.tool import GO_DIR, Tool, run
+from tools.bootstrap.tool import GO_DIR, Tool
 
 KARPENTER_DIR = GO_DIR / "karpenter"
 KARPENTER_MODULE = "sigs.k8s.io/karpenter"
@@ -27,33 +33,18 @@ CRD_FOLDERS = ("kwok/charts/crds", "kwok/apis/crds")
 
 
 def build_karpenter(tool: Tool, out: Path) -> None:
-    env = go_env()
     # As the upstream image (ko): a static binary, with the release stamped where the
     # operator reports it.
-    env["CGO_ENABLED"] = "0"
-    run(
+    env = static_build(
         tool,
-        [
-            "go",
-            "build",
-            "-trimpath",
-            "-ldflags",
-            f"-s -w -X {KARPENTER_MODULE}/pkg/operator.Version={tool.version}",
-            "-o",
-            str(out / KARPENTER_BINARY),
-            f"{KARPENTER_MODULE}/kwok",
-        ],
-        cwd=KARPENTER_DIR,
-        env={**env, "GOFLAGS": (env.get("GOFLAGS", "") + " -mod=readonly").strip()},
+        out,
+        module_dir=KARPENTER_DIR,
+        package=f"{KARPENTER_MODULE}/kwok",
+        binary=KARPENTER_BINARY,
+        ldflags=f"-s -w -X {KARPENTER_MODULE}/pkg/operator.Version={tool.version}",
     )
     release = module_dir(tool, KARPENTER_DIR, KARPENTER_MODULE, tool.version, env=env)
-    documents = [
-        path.read_text().strip()
-        for folder in CRD_FOLDERS
-        for path in sorted((release / folder).glob("*.yaml"))
-    ]
-    documents = [d for d in documents if "kind: CustomResourceDefinition" in d]
-    (out / KARPENTER_CRDS).write_text("---\n" + "\n---\n".join(documents) + "\n")
+    (out / KARPENTER_CRDS).write_text(crd_documents([release / f for f in CRD_FOLDERS]))
 
 
 def karpenter_tool() -> Tool:

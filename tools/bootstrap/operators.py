@@ -18,9 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.bootstrap.go import go_env, go_recipe, go_version, required_version
+from tools.bootstrap.go import (
+    crd_documents,
+    go_recipe,
+    go_version,
+    required_version,
+    static_build,
+)
 from tools.bootstrap.pulumi import module_dir
-from tools.bootstrap.tool import GO_DIR, Tool, run
+from tools.bootstrap.tool import GO_DIR, Tool
 
 OPERATORS_DIR = GO_DIR / "operators"
 
@@ -83,35 +89,23 @@ OPERATORS = (
 
 def build_operator(operator: Operator) -> Callable[[Tool, Path], None]:
     def build(tool: Tool, out: Path) -> None:
-        env = go_env()
         # As the upstream Dockerfiles: static binaries.
-        env["CGO_ENABLED"] = "0"
         ldflags = "-s -w"
         if operator.version_variable:
             ldflags += f" -X {operator.version_variable}={tool.version}"
-        run(
+        env = static_build(
             tool,
-            [
-                "go",
-                "build",
-                "-trimpath",
-                "-ldflags",
-                ldflags,
-                "-o",
-                str(out / operator.binary),
-                operator.package,
-            ],
-            cwd=OPERATORS_DIR,
-            env={**env, "GOFLAGS": (env.get("GOFLAGS", "") + " -mod=readonly").strip()},
+            out,
+            module_dir=OPERATORS_DIR,
+            package=operator.package,
+            binary=operator.binary,
+            ldflags=ldflags,
         )
         release = module_dir(tool, OPERATORS_DIR, operator.module, tool.version, env=env)
         for name, relative in operator.files.items():
             source = release / relative
             if source.is_dir():
-                documents = [p.read_text().strip() for p in sorted(source.glob("*.yaml"))]
-                # kustomization.yaml files are not CRDs
-                documents = [d for d in documents if "kind: CustomResourceDefinition" in d]
-                (out / name).write_text("---\n" + "\n---\n".join(documents) + "\n")
+                (out / name).write_text(crd_documents([source]))
             else:
                 shutil.copyfile(source, out / name)
                 (out / name).chmod(0o644)
