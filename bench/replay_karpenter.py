@@ -335,15 +335,14 @@ def model_curve(
 
     dirty = False
     now = 0.0
-    while events:
-        at = events.next_time()
-        if at > end:
-            break
-        if dirty and at > now:
-            place(now)
+    while True:
+        if dirty and (not events or events.next_time() > now):
+            place(now)  # may ask for nodes: their events come after
             sample(now)
             dirty = False
             continue
+        if not events or events.next_time() > end:
+            break
         at, kind, payload = events.pop()
         now = at
         if kind == ARRIVE:
@@ -360,9 +359,6 @@ def model_curve(
             node, since = payload
             scaler.empty_check(node, since, at)
         sample(at)
-    if dirty:
-        place(now)
-        sample(now)
     return curve
 
 

@@ -41,6 +41,11 @@ __all__ = ["karpenter"]
 POOLS = {ON_DEMAND: karpenter_kit.ON_DEMAND, SPOT: karpenter_kit.SPOT}
 TEAMS = {ON_DEMAND: Team("vt-beta", "vt-beta"), SPOT: Team("vt-alpha-a", "vt-alpha")}
 TAIL = 30.0
+NODE_SECONDS_TOLERANCE = 0.25
+"""Node-seconds of a pool, model against Karpenter (measured: within 6 % on the whole list)."""
+SAME_COUNT_SHARE = 0.6
+"""Share of the run where both count the same nodes (measured: 73 % and 96 % on the whole
+list: the model lacks Karpenter's underutilized consolidation)."""
 
 
 def test_the_model_scales_as_karpenter_does(
@@ -57,6 +62,13 @@ def test_the_model_scales_as_karpenter_does(
     end = run_end(arrivals, TAIL)
     figures = compare(model, real, arrivals, POOLS, end)
     print_figures(figures)
-    print(json.dumps(real.to_json()))
     for pool, entry in figures.items():
-        assert entry["real"]["peak"] == entry["model"]["peak"], pool
+        real_figures, model_figures = entry["real"], entry["model"]
+        assert abs(real_figures["peak"] - model_figures["peak"]) <= 1, pool
+        assert model_figures["node_seconds"] == pytest.approx(
+            real_figures["node_seconds"], rel=NODE_SECONDS_TOLERANCE
+        ), pool
+        assert entry["agreement"] >= SAME_COUNT_SHARE, pool
+        for key, within in (("scale_up_seconds", 10), ("scale_down_seconds", 30)):
+            assert real_figures[key] is not None, (pool, key)
+            assert abs(real_figures[key] - model_figures[key]) <= within, (pool, key)
