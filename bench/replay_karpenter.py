@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from controller.config import parse_config
 from fleet.config import FleetConfig
@@ -394,11 +394,11 @@ def _give(
 # ---------------------------------------------------------------------------- the real run
 
 
-class Cluster:
+class Cluster(Protocol):
     """What the real run needs of `localfleet.controlplane.LocalCluster`."""
 
     def apply(self, objects: list[dict[str, Any]]) -> Any: ...
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> Any: ...
+    def kubectl(self, *args: str, check: bool = True) -> Any: ...
     def get_json(self, *args: str) -> dict[str, Any]: ...
 
 

@@ -42,10 +42,16 @@ POOLS = {ON_DEMAND: karpenter_kit.ON_DEMAND, SPOT: karpenter_kit.SPOT}
 TEAMS = {ON_DEMAND: Team("vt-beta", "vt-beta"), SPOT: Team("vt-alpha-a", "vt-alpha")}
 TAIL = 30.0
 NODE_SECONDS_TOLERANCE = 0.25
-"""Node-seconds of a pool, model against Karpenter (measured: within 6 % on the whole list)."""
-SAME_COUNT_SHARE = 0.6
-"""Share of the run where both count the same nodes (measured: 73 % and 96 % on the whole
-list: the model lacks Karpenter's underutilized consolidation)."""
+"""Node-seconds of a pool, model against Karpenter. Measured on the short list: +19 % on
+demand (the model has no consolidation of underutilized nodes), +3 % spot."""
+SAME_COUNT_SHARE = 0.55
+"""Share of the run where both count the same nodes. Measured on the short list: 65 % on
+demand, 89 % spot; the model before its Karpenter rules: 55 % and 66 %."""
+SCALE_UP_WITHIN, SCALE_DOWN_WITHIN = 10.0, 15.0
+"""Seconds. Measured: Karpenter brought a pool's first node 11-13 s after its first pod
+(the model 6 s: the node's own 2-3 s, Volcano's and Karpenter's batching, and the sampling
+under load) and removed a pool's last node 24-45 s after its last pod (the model 25 s; before
+its Karpenter rules 5 s, which this tolerance refuses)."""
 
 
 def test_the_model_scales_as_karpenter_does(
@@ -69,6 +75,9 @@ def test_the_model_scales_as_karpenter_does(
             real_figures["node_seconds"], rel=NODE_SECONDS_TOLERANCE
         ), pool
         assert entry["agreement"] >= SAME_COUNT_SHARE, pool
-        for key, within in (("scale_up_seconds", 10), ("scale_down_seconds", 30)):
+        for key, within in (
+            ("scale_up_seconds", SCALE_UP_WITHIN),
+            ("scale_down_seconds", SCALE_DOWN_WITHIN),
+        ):
             assert real_figures[key] is not None, (pool, key)
             assert abs(real_figures[key] - model_figures[key]) <= within, (pool, key)

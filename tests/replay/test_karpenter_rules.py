@@ -4,18 +4,27 @@ nodes kept for `consolidate_after` plus Karpenter's validation delay."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from bench import replay_karpenter
 from bench.replay_karpenter import (
     CPU_PER_GPU,
     MEMORY_GIB_PER_GPU,
     ON_DEMAND,
+    SHORT,
     SPOT,
     Arrival,
+    Curve,
     ModelPod,
+    PoolFigures,
+    agreement,
     check_scenario,
     model_curve,
     model_settings,
+    pool_figures,
 )
 from fleet.config import FleetConfig, parse_fleet
 from replay.accounting import Accounting
@@ -134,3 +143,38 @@ def test_an_empty_karpenter_node_stays_for_consolidate_after_and_the_validation(
     # nodes used again within that time stay, and go as long after their last pod
     again = [*gang, Arrival("again", 50, 20, 2, 8, ON_DEMAND)]
     assert gone_at(fleet("karpenter"), again) == [70 + 25]
+
+
+def test_the_figures_of_a_curve_by_hand() -> None:
+    curve = Curve()
+    pool = karpenter_kit.ON_DEMAND
+    curve.add(0.0, {pool: 0}, {pool: 0})
+    curve.add(2.0, {pool: 2}, {pool: 0})
+    curve.add(5.0, {pool: 2}, {pool: 2})
+    curve.add(40.0, {pool: 1}, {pool: 1})
+    curve.add(60.0, {pool: 0}, {pool: 0})
+    gang = [Arrival("gang", 1, 30, 2, 8, ON_DEMAND)]
+    figures = pool_figures(curve, pool, gang, ON_DEMAND, end=70.0)
+    # 2 nodes from 2 to 40 s, 1 to 60 s; first ready at 5 s (4 s after the arrival); the last
+    # node gone at 60 s, 29 s after the pods' end at 31 s
+    assert figures == PoolFigures(
+        peak=2, node_seconds=96.0, scale_up_seconds=4.0, scale_down_seconds=29.0
+    )
+    other = Curve()
+    other.add(0.0, {pool: 0}, {pool: 0})
+    other.add(2.0, {pool: 2}, {pool: 2})
+    other.add(40.0, {pool: 0}, {pool: 0})
+    # the same count to 40 s and from 60 to 70 s: 50 of 70 s
+    assert agreement(curve, other, pool, 70.0) == pytest.approx(50 / 70, abs=0.01)
+
+
+def test_the_bench_prints_the_model_beside_a_recorded_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = model_curve(fleet("karpenter"), list(SHORT), POOLS, model_settings(6, 5))
+    recorded = tmp_path / "run.json"
+    recorded.write_text(json.dumps(real.to_json()))
+    assert replay_karpenter.main(["--short", "--real", str(recorded)]) == 0
+    out = capsys.readouterr().out
+    assert "peak                 model        2   real        2" in out
+    assert "same node count      100% of the run" in out
