@@ -6,9 +6,12 @@ refilled to their minimum, and spot nodes interrupted at random.
   a node of the cheapest pool it can use, up to `max_nodes`.
 - A node empty for `scale_down_seconds` is removed unless its pool is at `min_nodes`; a pool
   below `min_nodes` (after an interruption) is refilled.
-- A pool Karpenter scales (`replay.karpenter_rules`): pods are packed onto new nodes largest
-  first, and an empty node goes after the fleet's `consolidate_after` plus Karpenter's own
-  delay, not after `scale_down_seconds` (which is still the earliest a node is looked at).
+- A pool Karpenter scales (`replay.karpenter_rules`): an empty node goes after the fleet's
+  `consolidate_after` plus Karpenter's own delay, not after `scale_down_seconds` (which is
+  still the earliest a node is looked at). In a fleet with such pools, the pods asking for
+  nodes at one moment are packed largest first, as Karpenter's queue orders them (the cluster
+  autoscaler's estimator packs largest first too; fleets without Karpenter pools keep the
+  scheduler's order, and their figures).
 - Each spot node is interrupted after an exponential time (a rate per node-month); its pods
   lose their progress since their last checkpoint and are submitted again at once.
 """
