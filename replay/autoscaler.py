@@ -6,6 +6,12 @@ refilled to their minimum, and spot nodes interrupted at random.
   a node of the cheapest pool it can use, up to `max_nodes`.
 - A node empty for `scale_down_seconds` is removed unless its pool is at `min_nodes`; a pool
   below `min_nodes` (after an interruption) is refilled.
+- A pool Karpenter scales (`replay.karpenter_rules`): an empty node goes after the fleet's
+  `consolidate_after` plus Karpenter's own delay, not after `scale_down_seconds` (which is
+  still the earliest a node is looked at). In a fleet with such pools, the pods asking for
+  nodes at one moment are packed largest first, as Karpenter's queue orders them (the cluster
+  autoscaler's estimator packs largest first too; fleets without Karpenter pools keep the
+  scheduler's order, and their figures).
 - Each spot node is interrupted after an exponential time (a rate per node-month); its pods
   lose their progress since their last checkpoint and are submitted again at once.
 """
@@ -20,6 +26,7 @@ import numpy as np
 
 from replay.events import EMPTY_CHECK, INTERRUPT, NODE_READY
 from replay.fleet import FleetState
+from replay.karpenter_rules import karpenter_pools, provisioning_order
 from replay.objects import MILLI, Job, PoolSpec, SimNode
 
 SECONDS_PER_MONTH = 30 * 86400
@@ -32,6 +39,7 @@ class Autoscaler:
         self.spot_rate = settings.spot_interruptions_per_node_month / SECONDS_PER_MONTH
         self._rng = np.random.default_rng([settings.seed, zlib.crc32(fleet.scenario.name.encode())])
         self._node_seq = 0
+        self.karpenter = karpenter_pools(fleet.scenario.fleet)
 
     def request_node(self, pool: PoolSpec, at: float, *, ready_now: bool = False) -> SimNode:
         """A node of the pool, billed from now and taking pods from `ready_now` or after the
@@ -85,6 +93,12 @@ class Autoscaler:
             return False
         if not node.empty or len(self.fleet.live[node.pool.name]) <= node.pool.config.min_nodes:
             return False
+        karpenter = self.karpenter.get(node.pool.name)
+        if karpenter is not None and at < since + karpenter.empty_removal_seconds:
+            self.fleet.events.push(
+                since + karpenter.empty_removal_seconds, EMPTY_CHECK, (node, since)
+            )
+            return False
         self.remove_node(node, at)
         return False
 
@@ -118,6 +132,8 @@ class Autoscaler:
         `FleetState.compatible_pools`; the CPU-only pods' own, `CpuWork.pools_for`)."""
         fleet = self.fleet
         pools_of = pools_of or fleet.compatible_pools
+        if self.karpenter:
+            unplaced = provisioning_order(unplaced)
         room: dict[str, list[list[int]]] = {}
         for pool in fleet.pools:
             room[pool.name] = [
