@@ -19,6 +19,25 @@ POD_TERM = {
 }
 
 
+SHARDED = {"matchLabels": {"app": "sharded-trainer"}}
+CORPUS_WORKLOADS = {
+    "ml-research": {
+        "statefulsets.apps/sharded-trainer": {
+            "uid": "corpus-sharded-trainer",
+            "kind": "StatefulSet",
+            "workload_type": "training",
+            "devices_per_replica": 8,
+            "approval_id": None,
+            "replicas": 4,
+            "pod_labels": {"app": "sharded-trainer", "fleetplane.dev/workload-type": "training"},
+        }
+    }
+}
+"""The controller's records (data.fleetplane.workloads) the cases are judged with: a training
+StatefulSet of 4 replicas that a disruption budget by count selects. policyreview/corpus/
+workloads.json is this document (a test keeps the two in step)."""
+
+
 def spread(when: str) -> list[dict[str, object]]:
     return [
         {
@@ -50,6 +69,16 @@ LIFETIME_CASES: list[tuple[str, Workload, set[str]]] = [
     (
         "cpu service's disruption budget keeping every pod",
         disruption_budget(selector=CPU_ONLY, maxUnavailable=0),
+        set(),
+    ),
+    (
+        "disruption budget keeping as many pods as its workload runs",
+        disruption_budget(selector=SHARDED, minAvailable=4),
+        {"eviction-budget"},
+    ),
+    (
+        "disruption budget keeping all but one of its workload's pods",
+        disruption_budget(selector=SHARDED, minAvailable=3),
         set(),
     ),
     # preemptors the controller's preemption model cannot reason about
