@@ -5,7 +5,7 @@ table, so they reach the review corpus too."""
 
 from __future__ import annotations
 
-from tests.policies.builders import Workload, training
+from tests.policies.builders import Workload, inference, training
 from tests.policies.operator_kinds import disruption_budget
 
 TRAINERS = {"matchLabels": {"app": "trainer"}}
@@ -101,6 +101,21 @@ LIFETIME_CASES: list[tuple[str, Workload, set[str]]] = [
                     ]
                 }
             }
+        ),
+        set(),
+    ),
+    # required pod affinity: refused unless the type allows it (the fixture: inference)
+    (
+        "training pod with required pod affinity",
+        training().placed(
+            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [POD_TERM]}}
+        ),
+        {"unmodellable-placement"},
+    ),
+    (
+        "inference pod with required pod affinity, which its type allows",
+        inference().placed(
+            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [POD_TERM]}}
         ),
         set(),
     ),
