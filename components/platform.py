@@ -10,6 +10,7 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.admission_front import admission_front_manifests, generated_front_material
 from components.cloud_upgrades import GkeUpgradePolicy, GkeUpgradePolicyArgs
 from components.controller_job import ControllerJob, ControllerJobArgs, controller_manifests
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
@@ -251,8 +252,11 @@ def render_manifests(
             )
         if controller_token is None:
             controller_token = TokenMaterial(**generate_token())
+        front = generated_front_material(config) if config.opa.admission_front.enabled else None
+        if front is not None:
+            manifests += admission_front_manifests(config, front)
         manifests += policy_gate_manifests(
-            config, read_policies(policies_dir), tls, controller_token
+            config, read_policies(policies_dir), tls, controller_token, front=front
         )
     if config.controller.deploy:
         manifests += controller_manifests(config)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 
+from components.admission_front import AdmissionFront, FrontMaterial, webhook_service
 from components.kube import (
     CONFIG_HASH_ANNOTATION,
     Manifest,
@@ -68,10 +69,15 @@ class PolicyGate(pulumi.ComponentResource):
     reviewed list of the platform's namespaces (`FleetConfig.system_namespaces`), so those
     (and OPA itself) never wait for OPA. `sideEffects: None` keeps server-side dry runs
     possible.
+
+    With `opa.admission_front.enabled` it also declares the admission front
+    (components/admission_front.py), gives the front's token its role in OPA's authz document,
+    and points the webhook at the front instead of OPA.
     """
 
     tls: TlsBundle
     controller_token: BearerToken
+    front: AdmissionFront | None
     resources: list[pulumi.CustomResource]
 
     def __init__(
@@ -91,27 +97,39 @@ class PolicyGate(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.front = None
+        if fleet.opa.admission_front.enabled:
+            self.front = AdmissionFront(
+                f"{name}-front",
+                fleet,
+                provider=args.provider,
+                namespace=args.namespace,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         manifests = policy_gate_manifests(
             fleet,
             read_policies(args.policies_dir),
             self.tls.material,
             self.controller_token.material,
+            front=self.front.material if self.front else None,
         )
         namespaces = {fleet.system_namespace: args.namespace} if args.namespace else {}
         body = [m for m in manifests if m["kind"] != "ValidatingWebhookConfiguration"]
         webhook = [m for m in manifests if m["kind"] == "ValidatingWebhookConfiguration"]
         self.resources = declare_all(name, body, child, namespaces=namespaces)
-        # Register the webhook only once OPA is serving.
+        # Register the webhook only once OPA (and the front, where it calls the front) serves.
+        serving = self.resources + (self.front.resources if self.front else [])
         self.resources += declare_all(
             name,
             webhook,
-            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=self.resources)),
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=serving)),
         )
         self.register_outputs(
             {
                 "service": f"{fleet.opa.name}.{fleet.system_namespace}.svc",
                 "external_url": fleet.opa.external_url,
                 "failure_policy": fleet.opa.failure_policy,
+                "admission_front": fleet.opa.admission_front.enabled,
             }
         )
 
@@ -149,12 +167,25 @@ def _then(value: Any, function: Any) -> Any:
     return value.apply(function) if isinstance(value, pulumi.Output) else function(value)
 
 
-def authz_json(config: FleetConfig, controller_token_sha256: str) -> str:
-    """`data.fleetplane.authz` of the gate's OPA: the controller's token, and the webhook's
-    role for requests without one where the API server sends none (`opa.anonymous_webhook`)."""
+def _all(*values: Any) -> Any:
+    """The values as one list, a Pulumi output of it where any is an output."""
+    if any(isinstance(value, pulumi.Output) for value in values):
+        return pulumi.Output.all(*values)
+    return list(values)
+
+
+def authz_json(
+    config: FleetConfig, controller_token_sha256: str, front_token_sha256: str | None = None
+) -> str:
+    """`data.fleetplane.authz` of the gate's OPA: the controller's token (and the admission
+    front's, where it is deployed), and the webhook's role for requests without one where the
+    API server sends none (`opa.anonymous_webhook`)."""
+    tokens = {controller_token_sha256: "controller"}
+    if front_token_sha256 is not None:
+        tokens[front_token_sha256] = "front"
     return json.dumps(
         authz_document(
-            {controller_token_sha256: "controller"},
+            tokens,
             anonymous="webhook" if config.opa.anonymous_webhook else None,
         ),
         indent=2,
@@ -169,8 +200,11 @@ def opa_tls_dns_names(config: FleetConfig) -> list[str]:
 
 
 def webhook_client_config(config: FleetConfig, ca_bundle: Any) -> dict[str, Any]:
-    """Where the API server sends AdmissionReviews: the OPA Service, or the external URL."""
+    """Where the API server sends AdmissionReviews: the admission front's Service where it is
+    deployed (`ca_bundle` then the front's CA), else the OPA Service, or the external URL."""
     opa = config.opa
+    if opa.admission_front.enabled:
+        return {"service": webhook_service(config), "caBundle": ca_bundle}
     if opa.external_url is not None:
         url = opa.external_url.rstrip("/") + "/" + opa.webhook_path.lstrip("/")
         return {"url": url, "caBundle": ca_bundle}
@@ -257,7 +291,12 @@ def webhook_rules(config: FleetConfig) -> list[dict[str, Any]]:
 
 
 def policy_gate_manifests(
-    config: FleetConfig, policies: dict[str, str], tls: TlsMaterial, controller_token: TokenMaterial
+    config: FleetConfig,
+    policies: dict[str, str],
+    tls: TlsMaterial,
+    controller_token: TokenMaterial,
+    *,
+    front: FrontMaterial | None = None,
 ) -> list[Manifest]:
     """OPA Deployment and Service (HTTPS), its policies and data, and the validating webhook.
 
@@ -268,7 +307,13 @@ def policy_gate_manifests(
 
     With `opa.external_url` (OPA outside the cluster) there is no ServiceAccount, Deployment,
     Service or PodDisruptionBudget: the policies, data and serving certificate are declared for
-    the OPA that runs elsewhere to load, and the webhook calls that URL."""
+    the OPA that runs elsewhere to load, and the webhook calls that URL.
+
+    `front`: the admission front's certificate and token where it is deployed
+    (`opa.admission_front.enabled`; its objects are components/admission_front.py's): its
+    token gets the `front` role, and the webhook calls it, trusting its CA."""
+    if config.opa.admission_front.enabled and front is None:
+        raise ValueError("opa.admission_front is enabled: the front's certificate and token")
     opa = config.opa
     ns = config.system_namespace
     component = "policy-gate"
@@ -289,9 +334,12 @@ def policy_gate_manifests(
         raise ValueError(f"policies are {size} bytes, above the ConfigMap budget")
     digest = config_digest([sorted(policy_data.items()), data_json])
     # A new controller token (a rotation) rolls OPA, which reads the authz document only at start.
+    token_hashes = _all(controller_token.sha256, front.token.sha256 if front else None)
     pod_digest = _then(
-        controller_token.sha256,
-        lambda token_hash: hashlib.sha256(f"{digest}:{token_hash}".encode()).hexdigest(),
+        token_hashes,
+        lambda hashes: hashlib.sha256(
+            ":".join([digest, *filter(None, hashes)]).encode()
+        ).hexdigest(),
     )
 
     container = {
@@ -381,7 +429,7 @@ def policy_gate_manifests(
             "metadata": meta(opa_authz_secret(config), ns, component=component),
             "type": "Opaque",
             "stringData": {
-                "data.json": _then(controller_token.sha256, lambda h: authz_json(config, h))
+                "data.json": _then(token_hashes, lambda hashes: authz_json(config, *hashes))
             },
         },
         {
@@ -522,7 +570,9 @@ def policy_gate_manifests(
                     "matchPolicy": "Equivalent",
                     "namespaceSelector": webhook_namespace_selector(config),
                     "rules": webhook_rules(config),
-                    "clientConfig": webhook_client_config(config, _b64(tls.ca_pem)),
+                    "clientConfig": webhook_client_config(
+                        config, _b64(front.tls.ca_pem if front else tls.ca_pem)
+                    ),
                 }
             ],
         }

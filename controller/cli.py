@@ -116,32 +116,85 @@ def _add_front(commands: Any) -> None:
     front.add_argument("--tls-key", required=True, help="the webhook's key file")
     front.add_argument("--opa-url", required=True, help="the gate's OPA base URL")
     front.add_argument("--opa-ca", help="CA bundle for an HTTPS OPA")
-    front.add_argument("--token-file", help="bearer token file for OPA")
+    front.add_argument("--token-file", help="the front's bearer token file for OPA")
+    front.add_argument(
+        "--opa-service",
+        metavar="NAMESPACE/NAME",
+        help="the gate's OPA Service: each entry is written to every ready replica of it "
+        "(default: --opa-url is the one OPA)",
+    )
+    front.add_argument(
+        "--lease",
+        metavar="NAME",
+        help="serve only while holding this Lease in $POD_NAMESPACE (one front judges at once)",
+    )
+    front.add_argument("--lease-seconds", type=int, default=15, metavar="SECONDS")
+    front.add_argument(
+        "--hold-seconds",
+        type=int,
+        default=900,
+        metavar="SECONDS",
+        help="how long an entry holds before it lapses (default 900)",
+    )
+    front.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster credentials)")
     front.set_defaults(run=_front)
 
 
 def _front(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT (exit 0); 2 on bad usage."""
+    import os
     import signal
     import threading
     from pathlib import Path
 
-    from controller.admission_front import AdmissionFront, serve
+    from controller.admission_front import AdmissionFront, Holding, serve
 
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
         print("--listen must be HOST:PORT", file=sys.stderr)
         return 2
-    headers = {}
-    if args.token_file:
-        headers["Authorization"] = f"Bearer {Path(args.token_file).read_text().strip()}"
-    front = AdmissionFront(args.opa_url, headers=headers, verify=args.opa_ca or True)
-    server = serve(front, host, int(port), tls=(Path(args.tls_cert), Path(args.tls_key)))
+    if args.opa_service is not None and args.opa_service.count("/") != 1:
+        print("--opa-service must be NAMESPACE/NAME", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    kube = None
+    if args.opa_service or args.lease:
+        from controller.observe.kube import KubeClient
+
+        kube = KubeClient.from_kubeconfig(args.kubeconfig)
+    replicas = None
+    if args.opa_service and kube is not None:
+        from controller.observe.endpoints import ready_endpoints
+
+        namespace, _, name = args.opa_service.partition("/")
+        replicas = lambda: ready_endpoints(kube, namespace, name)  # noqa: E731
+    holding = None
+    if args.lease and kube is not None:
+        from controller.lease import Lease
+        from controller.log import Log
+
+        lease_namespace = os.environ.get("POD_NAMESPACE", "default")
+        lease = Lease(
+            kube, namespace=lease_namespace, name=args.lease, seconds=args.lease_seconds, log=Log()
+        )
+        holding = Holding(lease, stop)
+        if not holding.take():
+            return 0
+    front = AdmissionFront(
+        args.opa_url,
+        token_file=args.token_file,
+        ca_file=args.opa_ca,
+        replicas=replicas,
+        holding=holding,
+        hold_seconds=args.hold_seconds,
+    )
+    server = serve(front, host, int(port), tls=(Path(args.tls_cert), Path(args.tls_key)))
     stop.wait()
     server.shutdown()
+    if holding is not None:
+        holding.lease.release()  # the next front need not wait for it to lapse
     return 0
 
 

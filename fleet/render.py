@@ -78,6 +78,7 @@ def config_document(config: FleetConfig) -> ConfigDocument:
                 idle=from_model(contract.IdleRule, wt.idle.model_dump()) if wt.idle else None,
                 max_idle_timeout_seconds=wt.max_idle_timeout_seconds,
                 pod_security=wt.pod_security,
+                allow_required_pod_affinity=wt.allow_required_pod_affinity,
             )
             for name, wt in config.workload_types.items()
         },

@@ -43,6 +43,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--approvals",
         help="data.fleetplane.approvals JSON (default: the corpus's, with --data none)",
     )
+    diff.add_argument(
+        "--workloads",
+        help="data.fleetplane.workloads JSON (default: the corpus's, with --data none)",
+    )
     diff.add_argument("--trace", help="trace pod list CSV, or `none` (default: the shipped one)")
     diff.add_argument("--trace-limit", type=int, help="use only the first N trace pods")
     diff.add_argument("--seed", type=int, default=2023, help="seed of the trace mapping")
@@ -77,12 +81,15 @@ def run_diff(args: argparse.Namespace) -> int:
         DEFAULT_APPROVALS,
         DEFAULT_DATA,
         DEFAULT_TRACE,
+        DEFAULT_WORKLOADS,
         PolicyDiffError,
         run,
     )
 
     if args.approvals is None and args.data is None:
         args.approvals = str(DEFAULT_APPROVALS)
+    if getattr(args, "workloads", None) is None and args.data is None:
+        args.workloads = str(DEFAULT_WORKLOADS)
     args.data = args.data or str(DEFAULT_DATA)
     args.trace = args.trace or str(DEFAULT_TRACE)
     try:

@@ -1,7 +1,8 @@
 """Which admission decisions a policy change flips, for a pull request.
 
     fleetplane policy diff --base origin/main [--corpus DIR]... [--data FILE]
-                           [--spend FILE] [--approvals FILE] [--trace CSV|none] [--trace-limit N]
+                           [--spend FILE] [--approvals FILE] [--workloads FILE]
+                           [--trace CSV|none] [--trace-limit N]
                            [--seed N] [--output report.md] [--fail-on-change]
 
 Evaluates the policies of the base git ref (extracted with `git archive`) and those of the
@@ -18,8 +19,8 @@ configuration always give the same requests; see generate_from_trace for the map
 
 Both sides are evaluated with the same data (`--data`, default the corpus configuration
 policyreview/corpus/config.json; `--spend` for month-to-date spend; `--approvals` for
-data.fleetplane.approvals, by default the corpus's own when --data is not given) and the same
-clock.
+data.fleetplane.approvals and `--workloads` for the controller's workload records, by default
+the corpus's own when --data is not given) and the same clock.
 
 Exit status: 0 when the report was produced (1 with --fail-on-change when a decision
 changed), 2 when it could not run (bad ref, no opa, unreadable corpus).
@@ -53,6 +54,9 @@ with."""
 DEFAULT_DATA = CORPUS_DIR / "config.json"
 DEFAULT_APPROVALS = CORPUS_DIR / "approvals.json"
 """The corpus's data.fleetplane.approvals: the Rego fixture's approval, expiring in 2100."""
+DEFAULT_WORKLOADS = CORPUS_DIR / "workloads.json"
+"""The corpus's data.fleetplane.workloads: the controller's records of workloads the corpus's
+disruption budgets select (tests/policies/lifetime_cases.py `CORPUS_WORKLOADS`)."""
 DEFAULT_CORPUS = CORPUS_DIR / "reviews"
 DEFAULT_TRACE = DEFAULT_TRACE_DIR / DEFAULT_POD_FILE
 POLICY_DIR = "policies"
@@ -388,10 +392,14 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def write_data(
-    directory: Path, config: Json, spend: Json | None, approvals: Json | None = None
+    directory: Path,
+    config: Json,
+    spend: Json | None,
+    approvals: Json | None = None,
+    workloads: Json | None = None,
 ) -> None:
     """OPA loads a data file at the path of its directories."""
-    documents = {"config": config, "spend": spend, "approvals": approvals}
+    documents = {"config": config, "spend": spend, "approvals": approvals, "workloads": workloads}
     for name, document in documents.items():
         if document is None:
             continue
@@ -544,16 +552,20 @@ def run(args: argparse.Namespace) -> tuple[str, list[Change]]:
         spend = json.loads(Path(args.spend).read_text()) if args.spend else None
         approvals_file = getattr(args, "approvals", None)
         approvals = json.loads(Path(approvals_file).read_text()) if approvals_file else None
+        workloads_file = getattr(args, "workloads", None)
+        workloads = json.loads(Path(workloads_file).read_text()) if workloads_file else None
     except (OSError, json.JSONDecodeError) as error:
         raise PolicyDiffError(f"cannot read data: {error}") from error
     if isinstance(config, dict) and "fleetplane" in config:
         spend = config["fleetplane"].get("spend", spend)
         approvals = config["fleetplane"].get("approvals", approvals)
+        workloads = config["fleetplane"].get("workloads", workloads)
         config = config["fleetplane"].get("config", {})
     notes = [
         f"data: `{args.data}`"
         + (f", spend: `{args.spend}`" if args.spend else "")
         + (f", approvals: `{approvals_file}`" if approvals_file else "")
+        + (f", workloads: `{workloads_file}`" if workloads_file else "")
     ]
     corpus_dirs = [Path(c) for c in args.corpus] if args.corpus else [DEFAULT_CORPUS]
     requests = load_corpus(corpus_dirs)
@@ -586,7 +598,7 @@ def run(args: argparse.Namespace) -> tuple[str, list[Change]]:
             ignore=shutil.ignore_patterns("*_test.rego", ".*"),
         )
         data_dir = workdir / "data"
-        write_data(data_dir, config, spend, approvals)
+        write_data(data_dir, config, spend, approvals, workloads)
         with ThreadPoolExecutor(max_workers=2) as pool:
             before_job = pool.submit(
                 evaluate, opa, base_dir / POLICY_DIR, data_dir, reviews, now_ns

@@ -154,8 +154,17 @@ class Opa:
         and, for https, the certificate checked against `url`'s host name (the Service's,
         which the serving certificate names; a pod address is in no certificate). Every replica
         is tried; returns what failed, one line each (empty when all took the document)."""
+        return self._to_each("PUT", path, orjson.dumps(document), endpoints, done=(204,))
+
+    def delete_data_from(self, path: str, endpoints: list[Endpoint]) -> list[str]:
+        """Delete `data.<path>` on each replica, as `put_data_to` writes it; a replica that
+        holds nothing there (404) is done. Returns what failed, one line each."""
+        return self._to_each("DELETE", path, b"", endpoints, done=(204, 404))
+
+    def _to_each(
+        self, method: str, path: str, body: bytes, endpoints: list[Endpoint], done: tuple[int, ...]
+    ) -> list[str]:
         parts = urlsplit(self.url)
-        body = orjson.dumps(document)
         failed: list[str] = []
         with requests.Session() as session:
             if parts.scheme == "https" and parts.hostname:
@@ -164,7 +173,8 @@ class Opa:
                 self.requests_made += 1
                 url = f"{parts.scheme}://{endpoint.host}:{endpoint.port}/v1/data/{path}"
                 try:
-                    response = session.put(
+                    response = session.request(
+                        method,
                         url,
                         data=body,
                         headers=self._headers,
@@ -174,7 +184,7 @@ class Opa:
                 except requests.RequestException as error:
                     failed.append(f"{endpoint}: {error}")
                     continue
-                if response.status_code != 204:
+                if response.status_code not in done:
                     failed.append(
                         f"{endpoint}: HTTP {response.status_code}: {response.text[:200]}"
                         + _refusal(response.status_code)

@@ -20,7 +20,7 @@ def workload_records(
     objects: list[WorkloadObject], system_namespaces: frozenset[str]
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """namespace -> record key -> {uid, kind, workload_type, devices_per_replica,
-    approval_id}, for the scalable objects outside `system_namespaces` (the gate does not
+    approval_id, replicas, pod_labels}, for the scalable objects outside `system_namespaces` (the gate does not
     judge those)."""
     records: dict[str, dict[str, dict[str, Any]]] = {}
     for found in sorted(objects, key=lambda o: (o.namespace, o.record_key)):
@@ -32,5 +32,9 @@ def workload_records(
             "workload_type": found.workload_type,
             "devices_per_replica": found.devices_per_replica,
             "approval_id": found.approval_id,
+            # what a disruption budget's selector matches, and how many pods it keeps
+            # (policies/fleetplane/admission/disruption.rego `blocks_every_eviction_now`)
+            "replicas": found.replicas,
+            "pod_labels": found.pod_labels,
         }
     return records

@@ -10,6 +10,7 @@ Job's pod is the CronJob's, for reservations and approvals).
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Any
 
 from controller.observe.json_fields import (
@@ -43,7 +44,8 @@ class WorkloadObject:
     Deployment of a ReplicaSet, a CronJob of a Job), or None. replicas: spec.replicas (Jobs:
     parallelism), None when unset. demand: accelerators of one pod of its template, per
     resource, as the gate counts them. workload_type, approval_id: the template's label and
-    annotation, None without."""
+    annotation, None without. pod_labels: the template's labels (what a disruption budget's
+    selector is matched against)."""
 
     kind: str
     group: str
@@ -57,6 +59,7 @@ class WorkloadObject:
     demand: dict[str, int]
     workload_type: str | None
     approval_id: str | None
+    pod_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def devices_per_replica(self) -> int:
@@ -100,6 +103,7 @@ def workload_object_from_api(kind: str, raw: Any) -> WorkloadObject:
             demand=pod_demand(template_spec),
             workload_type=labels.get(keys.WORKLOAD_TYPE),
             approval_id=annotations.get(keys.APPROVAL_ID),
+            pod_labels=dict(labels),
         )
 
     return decoding(kind.lower(), raw, convert)

@@ -44,6 +44,7 @@ from fleet.config.load import (
 )
 from fleet.config.operators import BUILTIN_OPERATORS, OperatorConfig, OperatorKind
 from fleet.config.platform import (
+    AdmissionFrontConfig,
     ControllerConfig,
     GpuOperatorConfig,
     ObservabilityConfig,
@@ -70,6 +71,7 @@ __all__ = [
     "KUBECONFIG_CONFIG_KEY",
     "RESERVED_LABEL_DOMAINS",
     "STACK_CONFIG_KEY",
+    "AdmissionFrontConfig",
     "ApprovalConfig",
     "ApprovalGrant",
     "BudgetConfig",

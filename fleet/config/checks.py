@@ -414,6 +414,17 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "`fleetplane image build` prints it",
         )
     controller = config.controller
+    if config.opa.admission_front.enabled and not config.opa.deploy:
+        add(
+            "opa.admission_front.enabled",
+            "needs the in-cluster OPA (opa.deploy: true): the front writes each reservation to "
+            "every replica of its Service",
+        )
+    if config.opa.admission_front.enabled and controller.image is None:
+        add(
+            "opa.admission_front.enabled",
+            "needs controller.image: the front runs the controller's image (REPOSITORY@sha256:...)",
+        )
     if controller.deploy and not controller.suspend and controller.image is None:
         add(
             "controller.image",

@@ -76,6 +76,32 @@ class VolcanoConfig(ConfigModel):
         return self
 
 
+class AdmissionFrontConfig(ConfigModel):
+    """`opa.admission_front`: the admission front (controller/admission_front.py), where the
+    API server calls the gate when enabled. It hands each review to OPA and, before it answers,
+    writes an allowed accelerator workload's reservation to every OPA replica, so workloads
+    admitted together cannot share one budget headroom (issue 33). Opt-in: without it the
+    webhook calls OPA directly, and a workload counts against its team from when the
+    controller's keeper reserves for its pods."""
+
+    enabled: bool = False
+    """Deploy the front and point the webhook at it. Needs the in-cluster OPA (`opa.deploy`)
+    and the controller's image (`controller.image`: the front is its `admission-front`
+    command). Default false."""
+    name: Name = "fleetplane-admission-front"
+    """Name of its Deployment, Service, ServiceAccount and Lease. Default
+    fleetplane-admission-front."""
+    port: int = Field(default=8443, ge=1024, le=65535)
+    """HTTPS port it serves on. Default 8443."""
+    hold_seconds: int = Field(default=900, ge=60, le=86400)
+    """How long an entry counts before it lapses: at least the keeper's refresh and the time
+    the workload's controllers take to create its pods. Default 900."""
+    lease_seconds: int = Field(default=15, ge=5, le=300)
+    """Duration of its Lease: one front judges at a time, and a front that cannot renew stops
+    judging before another may take over; a front that dies without giving the Lease back
+    leaves the webhook unanswered (refusing) this long at most. Default 15."""
+
+
 class OpaConfig(ConfigModel):
     """The OPA admission gate."""
 
@@ -114,6 +140,8 @@ class OpaConfig(ConfigModel):
     Deployment or Service; whatever runs that OPA loads it from those objects (the local
     stack: `fleetplane`, on loopback). None with `deploy: false`: no admission
     gate at all. Default None."""
+    admission_front: AdmissionFrontConfig = Field(default_factory=AdmissionFrontConfig)
+    """The admission front, opt-in (`enabled`). Default see `AdmissionFrontConfig`."""
 
     @property
     def external_host(self) -> str | None:

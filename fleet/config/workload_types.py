@@ -70,6 +70,12 @@ class WorkloadTypeConfig(ConfigModel):
     """Pod Security Standard the gate holds this type's pods to (baseline for every pod;
     restricted adds non-root, no privilege escalation, a seccomp profile, dropped
     capabilities). Default baseline."""
+    allow_required_pod_affinity: bool = False
+    """Admit this type's accelerator pods with required pod affinity (`podAffinity.
+    requiredDuringScheduling...`: run beside a data cache, a parameter server). The
+    controller's preemption does not model where other pods run, so it may evict for such a
+    pod on a node its affinity rules out; declare it for types whose pods co-locate by
+    design. Required anti-affinity and strict topology spreads stay refused. Default false."""
 
 
 BUILTIN_WORKLOAD_TYPES: dict[str, dict[str, Any]] = {

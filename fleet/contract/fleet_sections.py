@@ -118,6 +118,8 @@ class WorkloadType:
     """Longest idle timeout a workload may declare; None: no limit. Default None."""
     pod_security: PodSecurity = field(default="baseline")
     """The Pod Security Standards level its pods are held to. Default baseline."""
+    allow_required_pod_affinity: bool = field(default=False)
+    """Its accelerator pods may carry required pod affinity. Default false."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,8 +9,10 @@
 #   here, in policy. The API server's webhook may only ask for admission
 #   decisions; the controller may also ask for its decisions and write the
 #   documents it keeps (spend, reservations, workload records, the workload an
-#   approval is bound to); approvers may write approvals; nobody may write
-#   policies or any other data. Health endpoints are open.
+#   approval is bound to); the admission front may ask for admission decisions
+#   and a workload's reservation, and write or delete one admitted entry
+#   (data.fleetplane.admitted.<team>.<uid>) at a time, nothing else; approvers
+#   may write approvals; nobody may write policies or any other data. Health endpoints are open.
 package system.authz
 
 # METADATA
@@ -32,7 +34,7 @@ admission_caller if {
 	data.fleetplane.authz.anonymous in {"webhook", "controller"}
 }
 
-admission_caller if data.fleetplane.authz.tokens[crypto.sha256(input.identity)] in {"webhook", "controller"}
+admission_caller if data.fleetplane.authz.tokens[crypto.sha256(input.identity)] in {"webhook", "controller", "front"}
 
 # Probes need no identity (the kubelet's carry none).
 allow if {
@@ -87,6 +89,16 @@ grants := {
 		{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "workloads"], "prefix": true},
 		{"methods": {"GET"}, "path": ["v1", "data", "fleetplane", "approvals"], "prefix": true},
 		{"methods": {"PUT"}, "path": ["v1", "data", "fleetplane", "approvals", "*", "uid"], "prefix": false},
+	],
+	# The admission front (controller/admission_front.py) stands where the API
+	# server calls the gate and reserves what it admits: one entry by its exact
+	# depth (team, uid), never the team's document or the whole of admitted, so
+	# it cannot drop the entries of other workloads or write anything the
+	# controller keeps.
+	"front": [
+		{"methods": {"POST"}, "path": [""], "prefix": false},
+		{"methods": {"POST"}, "path": ["v1", "data", "fleetplane", "admission", "admission_reservation"], "prefix": false},
+		{"methods": {"PUT", "DELETE"}, "path": ["v1", "data", "fleetplane", "admitted", "*", "*"], "prefix": false},
 	],
 	"approver": [{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "approvals"], "prefix": true}],
 	"metrics": [{"methods": {"GET"}, "path": ["metrics"], "prefix": false}],

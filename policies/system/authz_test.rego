@@ -8,11 +8,14 @@ approver_token := "appr0ver-t0ken"
 
 webhook_token := "apiserver-t0ken"
 
+front_token := "fr0nt-t0ken"
+
 clients := {
 	"tokens": {
 		crypto.sha256(controller_token): "controller",
 		crypto.sha256(approver_token): "approver",
 		crypto.sha256(webhook_token): "webhook",
+		crypto.sha256(front_token): "front",
 	},
 	"anonymous": "webhook",
 }
@@ -61,6 +64,21 @@ cases := {
 	"the controller may not delete spend": ["DELETE", "/v1/data/fleetplane/spend", controller_token, false],
 	"an approver grants an approval": ["PUT", "/v1/data/fleetplane/approvals/APR-1", approver_token, true],
 	"an approver may not write spend": ["PUT", "/v1/data/fleetplane/spend", approver_token, false],
+	"the front asks an admission decision": ["POST", "/", front_token, true],
+	"the front asks a workload's reservation": ["POST", "/v1/data/fleetplane/admission/admission_reservation", front_token, true],
+	"the front writes an admitted entry": ["PUT", "/v1/data/fleetplane/admitted/research/uid-1", front_token, true],
+	"the front deletes a lapsed entry": ["DELETE", "/v1/data/fleetplane/admitted/research/uid-1", front_token, true],
+	"the front may not replace a team's entries": ["PUT", "/v1/data/fleetplane/admitted/research", front_token, false],
+	"the front may not replace every entry": ["PUT", "/v1/data/fleetplane/admitted", front_token, false],
+	"the front may not write under an entry": ["PUT", "/v1/data/fleetplane/admitted/research/uid-1/usd", front_token, false],
+	"the front may not patch entries": ["PATCH", "/v1/data/fleetplane/admitted/research/uid-1", front_token, false],
+	"the front may not read the entries": ["GET", "/v1/data/fleetplane/admitted/research/uid-1", front_token, false],
+	"the front may not ask other admission data": ["POST", "/v1/data/fleetplane/admission/deny", front_token, false],
+	"the front may not write reservations": ["PUT", "/v1/data/fleetplane/reservations/research/uid-1", front_token, false],
+	"the front may not write spend": ["PUT", "/v1/data/fleetplane/spend", front_token, false],
+	"the front may not ask the controller's decisions": ["POST", "/v1/data/fleetplane/decisions/reclaim", front_token, false],
+	"the controller may not write admitted entries": ["PUT", "/v1/data/fleetplane/admitted/research/uid-1", controller_token, false],
+	"the webhook may not write admitted entries": ["PUT", "/v1/data/fleetplane/admitted/research/uid-1", null, false],
 	"an unknown token": ["POST", "/", "guess", false],
 	"nobody writes policies": ["PUT", "/v1/policies/fleetplane/admission", null, false],
 	"nobody reads policies": ["GET", "/v1/policies", null, false],

@@ -153,6 +153,8 @@ def test_the_gate_judges_by_the_documents_the_controller_writes(
             "workload_type": "training",
             "devices_per_replica": 8,
             "approval_id": None,
+            "replicas": 1,
+            "pod_labels": sts["spec"]["template"]["metadata"]["labels"],
         }
         assert ask(opa, scale_review(namespace, sts, 1, 3)).allowed  # 24 GPUs
         beyond = ask(opa, scale_review(namespace, sts, 1, 4))  # 32: an approval is needed

@@ -119,6 +119,8 @@ def test_a_record_per_scalable_workload_as_the_gate_keys_and_counts_it() -> None
                 "workload_type": "training",
                 "devices_per_replica": 4,
                 "approval_id": "APR-1",
+                "replicas": 2,
+                "pod_labels": {"fleetplane.dev/workload-type": "training"},
             },
             "deployments.apps/web": {
                 "uid": "u-dep",
@@ -126,6 +128,8 @@ def test_a_record_per_scalable_workload_as_the_gate_keys_and_counts_it() -> None
                 "workload_type": None,
                 "devices_per_replica": 0,
                 "approval_id": None,
+                "replicas": 2,
+                "pod_labels": {},
             },
         }
     }

@@ -51,6 +51,7 @@ WORKLOAD_TYPE_KEYS = {
     "idle",
     "max_idle_timeout_seconds",
     "pod_security",
+    "allow_required_pod_affinity",
 }
 IDLE_KEYS = {"util_threshold_percent", "window_seconds", "grace_seconds"}
 POOL_KEYS = {"model", "capacity_type", "max_unavailable", "driver_version"}

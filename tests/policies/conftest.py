@@ -15,6 +15,7 @@ import pytest
 
 from policyreview.diff import CORPUS_DIR
 from tests.policies.builders import Verdict, Workload
+from tests.policies.lifetime_cases import CORPUS_WORKLOADS
 
 FIXTURES = CORPUS_DIR
 TRACE_COLUMNS = [
@@ -124,6 +125,8 @@ def gate(opa_server: Any, fleet_config: dict[str, Any]) -> Gate:
     opa_server.put_data("fleetplane/config", fleet_config)
     opa_server.put_data("fleetplane/approvals", fixture_approvals())
     opa_server.put_data("fleetplane/spend", {})
+    # the controller's records the case table's disruption budgets select (lifetime_cases.py)
+    opa_server.put_data("fleetplane/workloads", CORPUS_WORKLOADS)
     return Gate(opa_server)
 
 

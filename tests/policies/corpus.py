@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from policyreview.diff import DEFAULT_CORPUS as REVIEWS
+from policyreview.diff import DEFAULT_WORKLOADS
 from tests.policies.cases import CASES
+from tests.policies.lifetime_cases import CORPUS_WORKLOADS
 
 
 def slug(name: str) -> str:
@@ -40,3 +42,5 @@ def write(directory: Path = REVIEWS) -> None:
             stale.unlink()
     for name, review in wanted.items():
         (directory / name).write_text(render(review))
+    if directory == REVIEWS:
+        DEFAULT_WORKLOADS.write_text(render(CORPUS_WORKLOADS))

@@ -5,7 +5,7 @@ table, so they reach the review corpus too."""
 
 from __future__ import annotations
 
-from tests.policies.builders import Workload, training
+from tests.policies.builders import Workload, inference, training
 from tests.policies.operator_kinds import disruption_budget
 
 TRAINERS = {"matchLabels": {"app": "trainer"}}
@@ -17,6 +17,25 @@ POD_TERM = {
     "labelSelector": {"matchLabels": {"app": "trainer"}},
     "topologyKey": "kubernetes.io/hostname",
 }
+
+
+SHARDED = {"matchLabels": {"app": "sharded-trainer"}}
+CORPUS_WORKLOADS = {
+    "ml-research": {
+        "statefulsets.apps/sharded-trainer": {
+            "uid": "corpus-sharded-trainer",
+            "kind": "StatefulSet",
+            "workload_type": "training",
+            "devices_per_replica": 8,
+            "approval_id": None,
+            "replicas": 4,
+            "pod_labels": {"app": "sharded-trainer", "fleetplane.dev/workload-type": "training"},
+        }
+    }
+}
+"""The controller's records (data.fleetplane.workloads) the cases are judged with: a training
+StatefulSet of 4 replicas that a disruption budget by count selects. policyreview/corpus/
+workloads.json is this document (a test keeps the two in step)."""
 
 
 def spread(when: str) -> list[dict[str, object]]:
@@ -52,6 +71,16 @@ LIFETIME_CASES: list[tuple[str, Workload, set[str]]] = [
         disruption_budget(selector=CPU_ONLY, maxUnavailable=0),
         set(),
     ),
+    (
+        "disruption budget keeping as many pods as its workload runs",
+        disruption_budget(selector=SHARDED, minAvailable=4),
+        {"eviction-budget"},
+    ),
+    (
+        "disruption budget keeping all but one of its workload's pods",
+        disruption_budget(selector=SHARDED, minAvailable=3),
+        set(),
+    ),
     # preemptors the controller's preemption model cannot reason about
     (
         "training pod with required pod anti-affinity",
@@ -72,6 +101,21 @@ LIFETIME_CASES: list[tuple[str, Workload, set[str]]] = [
                     ]
                 }
             }
+        ),
+        set(),
+    ),
+    # required pod affinity: refused unless the type allows it (the fixture: inference)
+    (
+        "training pod with required pod affinity",
+        training().placed(
+            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [POD_TERM]}}
+        ),
+        {"unmodellable-placement"},
+    ),
+    (
+        "inference pod with required pod affinity, which its type allows",
+        inference().placed(
+            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [POD_TERM]}}
         ),
         set(),
     ),

@@ -11,20 +11,27 @@ configuration (a monthly budget of $50,000 for team research); each pod holds 8 
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import requests
 
 from controller.admission_front import AdmissionFront
+from controller.observe.endpoints import Endpoint
+from fleet.opa import authz_document, token_sha256
 from localfleet.controlplane import LocalCluster
+from localfleet.processes import free_port
+from localfleet.servers import OpaServer
 from tests.policies.builders import training
-from tests.policies.conftest import Gate
+from tests.policies.conftest import Gate, fixture_approvals
 from tests.policies.test_lifetime_webhook import pod
-from tests.policies.webhook_gate import create, gated_namespace
+from tests.policies.webhook_gate import CORPUS_CONFIG, create, gated_namespace
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +123,73 @@ def test_the_front_deletes_the_entries_it_wrote_once_they_lapse(gate: Gate) -> N
         gate.server.put_data("fleetplane/admitted", {})
     assert set(held) == {uids[1]}
     assert held[uids[1]]["expires_at"] == 1_800_000_000 + 120 + 60
+
+
+def test_the_front_writes_each_entry_to_every_opa_replica(
+    kube: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The gate's OPA runs several replicas, each with its own data, and the API server's next
+    review may reach any of them: the admitted workload's entry is in both, not only in the one
+    that judged it."""
+    replicas: list[OpaServer] = []
+    work = tmp_path_factory.mktemp("race-replicas")
+    with gated_namespace(kube, work, "race", front=True, replicas=replicas) as namespace:
+        results = submit_together(kube, namespace)
+        held = [opa.query("fleetplane/admitted/research") for opa in replicas]
+    assert [r.returncode for r in results].count(0) == 1, [r.stderr for r in results]
+    assert len(replicas) == 2
+    assert held[0] == held[1]
+    assert len(held[0]) == 1
+
+
+def test_a_replica_not_written_refuses(gate: Gate) -> None:
+    """Fail closed: an entry that one replica did not take (here a replica that is down)
+    refuses the workload, saying how many replicas took it."""
+    review = training().deadline(1_000_000).review()
+    review["request"]["object"]["metadata"]["uid"] = str(uuid.uuid4())
+    down = Endpoint("127.0.0.1", free_port())
+    up = Endpoint("127.0.0.1", gate.server.port)
+    front = AdmissionFront(gate.server.url, replicas=lambda: [up, down])
+    gate.server.put_data("fleetplane/admitted", {})
+    try:
+        answer = orjson.loads(front.review(orjson.dumps(review)))["response"]
+    finally:
+        gate.server.put_data("fleetplane/admitted", {})
+    assert answer["allowed"] is False
+    assert "reached 1 of 2 OPA replicas" in answer["status"]["message"]
+    assert front.reserved == 0
+
+
+def test_the_front_does_its_work_with_its_own_role(tmp_path: Path) -> None:
+    """Against an OPA that authorizes every request as the gate's does (policies/system/
+    authz.rego), the front's token is enough to judge, ask the reservation and write the
+    entry; and the entry is all it may write."""
+    token = "front-t0ken"
+    (tmp_path / "token").write_text(token + "\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    config = json.loads(CORPUS_CONFIG.read_text())
+    (data / "data.json").write_text(
+        json.dumps({"fleetplane": {"config": config, "approvals": fixture_approvals()}})
+    )
+    opa = OpaServer(
+        work_dir=tmp_path / "opa",
+        data=(data,),
+        authz=authz_document({token_sha256(token): "front"}, anonymous=None),
+    ).start()
+    try:
+        front = AdmissionFront(opa.url, token_file=str(tmp_path / "token"))
+        review = training().deadline(1_000_000).review()
+        review["request"]["object"]["metadata"]["uid"] = str(uuid.uuid4())
+        answer = orjson.loads(front.review(orjson.dumps(review)))["response"]
+        beyond = requests.put(
+            f"{opa.url}/v1/data/fleetplane/spend",
+            data=b"{}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+    finally:
+        opa.stop()
+    assert answer["allowed"] is True, answer
+    assert front.reserved == 1
+    assert beyond.status_code == 401

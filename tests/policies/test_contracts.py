@@ -16,9 +16,11 @@ import pytest
 
 from fleet import contract, labels
 from fleet.contract import codec, fleet_sections
+from policyreview.diff import DEFAULT_WORKLOADS
 from tests.policies import config_fixture
 from tests.policies.conftest import FIXTURES, Gate
 from tests.policies.corpus import REVIEWS, render, reviews, write
+from tests.policies.lifetime_cases import CORPUS_WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 OPA = ROOT / "tools" / "bin" / "opa"
@@ -57,6 +59,7 @@ def test_review_corpus_is_current() -> None:
         write()
     on_disk = {path.name: path.read_text() for path in REVIEWS.glob("*.json")}
     assert on_disk == {name: render(review) for name, review in reviews().items()}
+    assert DEFAULT_WORKLOADS.read_text() == render(CORPUS_WORKLOADS)
 
 
 def test_the_rego_fixture_is_generated_from_the_json_fixture() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from components.certificates import server_bundle
 from components.policy_gate import webhook_rules
 from controller.admission_front import AdmissionFront, serve
+from controller.observe.endpoints import Endpoint
 from fleet.config import parse_fleet
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import OpaServer
@@ -30,10 +31,18 @@ CORPUS_CONFIG = Path(__file__).parents[2] / "policyreview/corpus/config.json"
 
 @contextmanager
 def gated_namespace(
-    kube: LocalCluster, work: Path, prefix: str, *, front: bool = False
+    kube: LocalCluster,
+    work: Path,
+    prefix: str,
+    *,
+    front: bool = False,
+    replicas: list[OpaServer] | None = None,
 ) -> Iterator[str]:
     """A new namespace of the team `research` behind the gate; removed on exit. With `front`,
-    the webhook calls the admission front (controller/admission_front.py) before OPA."""
+    the webhook calls the admission front (controller/admission_front.py) before OPA. With
+    `replicas` (a list, filled here with the gate's OPA servers) the gate has a second OPA
+    replica, with the same data, that the front does not ask but writes each entry to, as to
+    every replica of the gate's Service."""
     pem = server_bundle(["127.0.0.1"], validity_days=1)
     files = {}
     for key, name in (("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
@@ -71,10 +80,21 @@ def gated_namespace(
             }
         ],
     }
+    servers = [opa]
+    if replicas is not None:
+        second = OpaServer(work_dir=work / "opa-2").start()
+        for path in ("fleetplane/config", "fleetplane/approvals", "fleetplane/spend"):
+            second.put_data(path, opa.query(path))
+        servers.append(second)
+        replicas[:] = servers
     server = None
     if front:
+        every = [Endpoint("127.0.0.1", s.port) for s in servers]
         server = serve(
-            AdmissionFront(opa.url), "127.0.0.1", 0, tls=(files["tls.crt"], files["tls.key"])
+            AdmissionFront(opa.url, replicas=lambda: every),
+            "127.0.0.1",
+            0,
+            tls=(files["tls.crt"], files["tls.key"]),
         )
         hook["webhooks"][0]["clientConfig"]["url"] = (
             f"https://127.0.0.1:{server.server_address[1]}/"
@@ -88,7 +108,8 @@ def gated_namespace(
         kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         if server is not None:
             server.shutdown()
-        opa.stop()
+        for each in servers:
+            each.stop()
 
 
 def create(kube: LocalCluster, namespace: str, obj: dict[str, Any]) -> Any:

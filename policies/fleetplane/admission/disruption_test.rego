@@ -57,3 +57,64 @@ test_disruption_budgets_of_the_platform_are_not_judged if {
 	allowed(rev)
 	not admission.fast_response with input as rev
 }
+
+# minAvailable as a count: refused when it reaches the pods the selector
+# matches now, from the controller's workload records (replicas, pod labels).
+records := {"ml-research": {
+	"statefulsets.apps/trainer": {
+		"uid": "u-1", "kind": "StatefulSet", "workload_type": "training", "devices_per_replica": 8,
+		"approval_id": null, "replicas": 3, "pod_labels": {"app": "trainer", "fleetplane.dev/workload-type": "training"},
+	},
+	"deployments.apps/web": {
+		"uid": "u-2", "kind": "Deployment", "workload_type": null, "devices_per_replica": 0,
+		"approval_id": null, "replicas": 2, "pod_labels": {"app": "web"},
+	},
+	# the Deployment's own pods again: not counted twice
+	"replicasets.apps/web-5d4f": {
+		"uid": "u-3", "kind": "ReplicaSet", "workload_type": null, "devices_per_replica": 0,
+		"approval_id": null, "replicas": 2, "pod_labels": {"app": "web", "pod-template-hash": "5d4f"},
+	},
+}}
+
+by_expression := {"matchExpressions": [{"key": "app", "operator": "In", "values": ["trainer", "other"]}]}
+
+counted_cases := {
+	"minAvailable equal to the replicas": [{"selector": trainers, "minAvailable": 3}, false],
+	"minAvailable above the replicas": [{"selector": trainers, "minAvailable": 5}, false],
+	"minAvailable one below the replicas": [{"selector": trainers, "minAvailable": 2}, true],
+	"selected by expression, equal": [{"selector": by_expression, "minAvailable": 3}, false],
+	"NotIn, equal": [{"selector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, "minAvailable": 3}, false],
+	"every pod of the namespace, one below all": [{"selector": {}, "minAvailable": 4}, true],
+	"every pod of the namespace, all": [{"selector": {}, "minAvailable": 5}, false],
+	"a cpu service's budget keeping every pod": [{"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 2}, true],
+	"no recorded pod matches": [{"selector": {"matchLabels": {"app": "elsewhere"}}, "minAvailable": 3}, true],
+	"a count as a string is a percentage or nothing": [{"selector": trainers, "minAvailable": "50%"}, true],
+}
+
+test_counted_disruption_budgets[name] if {
+	some name, [spec, want] in counted_cases
+	admitted(pdb(spec)) == want with data.fleetplane.workloads as records
+}
+
+test_a_count_is_admitted_without_records if {
+	# a budget written before its workload: nothing to count yet
+	allowed(pdb({"selector": trainers, "minAvailable": 3}))
+	allowed(pdb({"selector": trainers, "minAvailable": 3})) with data.fleetplane.workloads as {}
+}
+
+test_records_of_an_older_controller_count_nothing if {
+	older := json.remove(records, ["ml-research/statefulsets.apps~1trainer/replicas"])
+	allowed(pdb({"selector": trainers, "minAvailable": 3})) with data.fleetplane.workloads as older
+}
+
+test_a_counted_refusal_names_the_pods_it_keeps if {
+	some_message(
+		pdb({"selector": trainers, "minAvailable": 3}),
+		"eviction-budget: PodDisruptionBudget hold sets minAvailable 3 while its selector matches 3 pods (statefulsets.apps/trainer: 3), so no pod it covers can ever be evicted",
+	) with data.fleetplane.workloads as records
+}
+
+test_a_counted_update_is_judged if {
+	rev := testing.as_update(pdb({"selector": trainers, "minAvailable": 3}), pdb({"selector": trainers, "minAvailable": 1}).request.object)
+	"eviction-budget" in rules(rev) with data.fleetplane.workloads as records
+}

@@ -12,8 +12,17 @@
 # keep a freed node empty. Pods without accelerators preempt nothing and keep
 # every constraint; required node affinity is modelled (the model and pool
 # labels) and stays allowed.
+#
+# Required pod affinity is ordinary for some work (a server beside its cache,
+# workers beside their parameter server), so the fleet may allow it per
+# workload type (workload_types.<type>.allow_required_pod_affinity, default
+# false): the platform then accepts, for that type, that the controller may
+# evict for such a pod on a node its affinity rules out. Required
+# anti-affinity and strict spreads stay refused for every type.
 package fleetplane.admission
 
+import data.fleetplane.config
+import data.fleetplane.lib
 import data.fleetplane.lib.workloads
 
 # METADATA
@@ -45,8 +54,22 @@ deny contains msg if {
 	some f in facts
 	count(f.demand) > 0
 	some constraint in unmodellable_constraints(f.spec)
+	not allowed_for_type(f, constraint)
 	msg := sprintf(
-		"unmodellable-placement: %s asks for accelerators with %s; the platform's preemption frees nodes by devices, model and capacity and cannot reason about where other pods run, so such a pod may never fit where it preempted; state it as a preference (preferredDuringSchedulingIgnoredDuringExecution, or whenUnsatisfiable: ScheduleAnyway)",
-		[f.where, constraint],
+		"unmodellable-placement: %s asks for accelerators with %s; the platform's preemption frees nodes by devices, model and capacity and cannot reason about where other pods run, so such a pod may never fit where it preempted; state it as a preference (preferredDuringSchedulingIgnoredDuringExecution, or whenUnsatisfiable: ScheduleAnyway)%s",
+		[f.where, constraint, type_hint(constraint)],
 	)
 }
+
+# METADATA
+# description: >-
+#   True when the pod's workload type allows the constraint: required pod
+#   affinity where workload_types.<type>.allow_required_pod_affinity is true.
+#   A type without the key, or a pod without a known type, allows nothing.
+allowed_for_type(f, "required pod affinity") if {
+	object.get(config.workload_types, [f.labels[lib.keys.workload_type], "allow_required_pod_affinity"], false) == true
+}
+
+type_hint("required pod affinity") := ", or use a workload type whose configuration allows required pod affinity (workload_types.<type>.allow_required_pod_affinity)"
+
+type_hint(constraint) := "" if constraint != "required pod affinity"

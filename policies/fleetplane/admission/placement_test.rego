@@ -47,3 +47,42 @@ test_unmodellable_placement_is_not_judged_on_a_pod_update if {
 	update := testing.as_update(rev, rev.request.object)
 	not "unmodellable-placement" in rules(update)
 }
+
+# Required pod affinity where the fleet allows it for the workload type (the
+# fixture allows it for inference only).
+required_affinity := {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [pod_term]}}}
+
+allowed_affinity_cases := {
+	"inference beside its cache": [placed(testing.inference, required_affinity), set()],
+	"a deployment of inference pods beside their cache": [testing.deployment(testing.with_spec(testing.inference, required_affinity), 2), set()],
+	"training with required pod affinity": [placed(testing.training, required_affinity), {"unmodellable-placement"}],
+	"inference with required anti-affinity": [placed(testing.inference, {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [pod_term]}}}), {"unmodellable-placement"}],
+	"inference with a strict spread": [placed(testing.inference, {"topologySpreadConstraints": [spread("DoNotSchedule")]}), {"unmodellable-placement"}],
+}
+
+test_required_pod_affinity_where_the_type_allows_it[name] if {
+	some name, [rev, want] in allowed_affinity_cases
+	{r | some r in rules(rev); r == "unmodellable-placement"} == want
+}
+
+test_required_pod_affinity_is_refused_by_default if {
+	# a configuration without the key (written before it existed) allows nothing
+	rev := allowed_affinity_cases["inference beside its cache"][0]
+	older := json.remove(testing.config, ["workload_types/inference/allow_required_pod_affinity"])
+	"unmodellable-placement" in rules_with(rev, older)
+	off := json.patch(testing.config, [{"op": "replace", "path": "/workload_types/inference/allow_required_pod_affinity", "value": false}])
+	"unmodellable-placement" in rules_with(rev, off)
+	not "unmodellable-placement" in rules_with(rev, testing.config)
+}
+
+rules_with(rev, config) := {split(m, ":")[0] |
+	some m in admission.deny with input as rev
+		with data.fleetplane.config as config
+		with data.fleetplane.approvals as testing.approvals
+		with data.fleetplane.spend as {}
+		with time.now_ns as testing.now_ns
+}
+
+test_the_refusal_names_the_setting_that_allows_it if {
+	some_message(allowed_affinity_cases["training with required pod affinity"][0], "or use a workload type whose configuration allows required pod affinity (workload_types.<type>.allow_required_pod_affinity)")
+}

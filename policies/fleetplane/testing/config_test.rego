@@ -121,6 +121,7 @@ config := {
 			"preemptible": true,
 			"min_runtime_seconds": 600,
 			"pod_security": "baseline",
+			"allow_required_pod_affinity": false,
 			"max_idle_timeout_seconds": null,
 			"idle": {
 				"util_threshold_percent": 5,
@@ -140,6 +141,7 @@ config := {
 			"preemptible": false,
 			"min_runtime_seconds": 0,
 			"pod_security": "baseline",
+			"allow_required_pod_affinity": true,
 			"max_idle_timeout_seconds": null,
 			"idle": null,
 		},
@@ -155,6 +157,7 @@ config := {
 			"preemptible": true,
 			"min_runtime_seconds": 0,
 			"pod_security": "baseline",
+			"allow_required_pod_affinity": false,
 			"max_idle_timeout_seconds": 14400,
 			"idle": {
 				"util_threshold_percent": 5,
@@ -174,6 +177,7 @@ config := {
 			"preemptible": true,
 			"min_runtime_seconds": 300,
 			"pod_security": "baseline",
+			"allow_required_pod_affinity": false,
 			"max_idle_timeout_seconds": null,
 			"idle": {
 				"util_threshold_percent": 5,
