@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
+from controller.act.fairshare import act_on_fair_share
+from controller.act.opa import Decision
 from controller.act.owners import stop_subject
 from controller.act.victim_stop import Stopped, operator_workload, stop_victim_workload
+from controller.decide.fairshare import FairSharePlan, Reclaim
 from controller.decide.preempt import Candidate
 from controller.observe.kube import object_path
-from tests.controller.builders import a_pod
+from tests.controller.builders import NOW, a_pod
 from tests.controller.test_operator_targets import (
     NS,
     RAY,
@@ -94,3 +97,39 @@ def test_a_workload_that_cannot_be_stopped_keeps_the_victim() -> None:
 
 def test_a_plain_pod_is_no_operators() -> None:
     assert operator_workload(victim_of(a_pod("p").gpus(1).on("n1"))) is None
+
+
+class Allowing:
+    """A policy that allows every victim (the act side's own steps are under test here)."""
+
+    def decide(self, name: str, input: dict) -> Decision:
+        return Decision(allow=True, reasons=("allowed by the test",))
+
+
+def test_fair_share_stops_an_operators_workload_and_counts_its_pods_freed() -> None:
+    kube = ObjectsKube(*trainjob_objects(suspend=False))
+    rt = runtime(kube)
+    rt.opa = Allowing()  # type: ignore[assignment]
+    victim = victim_of(jobset_pod("tj-node-0", 0), jobset_pod("tj-node-1", 0))
+    claimant = a_pod("waiting").in_ns("analytics").gpus(2).pending(NOW - 600).build()
+    reclaim = Reclaim(
+        claimant=claimant,
+        team="analytics",
+        pool=("nvidia.com/gpu", ""),
+        priority=0,
+        pending_seconds=600,
+        node="n1",
+        held=0,
+        deserved=4.0,
+        victims=(victim,),
+        victim_held={"research": 8},
+        deserved_of={"research": 4.0},
+        reclaimable_of={"research": True},
+    )
+    freed = act_on_fair_share(rt, FairSharePlan(reclaims=[reclaim], capacity={reclaim.pool: 8}))
+    assert freed == {victim.pod.uid, *(m.uid for m in victim.mates)}
+    [(path, patch)] = kube.patches
+    assert path == object_path(TRAINER, "trainjobs", NS, "tj")
+    assert patch["spec"] == {"suspend": True}
+    assert {e["reason"] for e in kube.events} >= {"FairShareReclaimed"}
+    assert rt.summary.get("actions", concern="fairshare", action="evict", outcome="done") == 0
