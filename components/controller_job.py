@@ -144,10 +144,18 @@ OPERATOR_WORKLOADS: dict[str, list[str]] = {
 """The operators' kinds the controller stops (controller/decide/operator_kinds.py)."""
 
 
+OPERATOR_LINKS: dict[str, list[str]] = {"jobset.x-k8s.io": ["jobsets"], "ray.io": ["rayclusters"]}
+"""The operators' objects a pass lists to climb a pod's owners to its top (a JobSet to its
+TrainJob, a RayCluster to its RayJob: controller/observe/operator_objects.py)."""
+
+
 def operator_workload_rules() -> list[dict[str, Any]]:
     return [
         {"apiGroups": [group], "resources": resources, "verbs": ["get", "patch"]}
         for group, resources in OPERATOR_WORKLOADS.items()
+    ] + [
+        {"apiGroups": [group], "resources": resources, "verbs": ["list"]}
+        for group, resources in OPERATOR_LINKS.items()
     ]
 
 

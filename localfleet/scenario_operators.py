@@ -168,9 +168,12 @@ def ray_job(
     scenario_labels: dict[str, str],
     tolerations: list[dict[str, str]],
 ) -> dict[str, Any]:
-    """A RayJob: a head and `workers` workers of `gpus` GPUs each, one Volcano gang. Its
-    submitter pod (KubeRay's K8sJobMode) holds no accelerator: it waits for a CPU node, which the
-    local fleet has none of, and the cluster keeps running."""
+    """A RayJob: a head and `workers` workers of `gpus` GPUs each, one Volcano gang. The job is
+    submitted from a container KubeRay adds to the head pod (`submissionMode: SidecarMode`,
+    KubeRay v1.5), so the submitter runs where the head does. In the default K8sJobMode the
+    submitter is a pod of its own holding no accelerator: the local fleet has no node for it
+    (every node is tainted for its accelerators, and the gate refuses a pod without
+    accelerators that tolerates their taints), so it waited forever."""
     meta = _owned_meta(name, namespace, scenario_labels)
     meta["labels"].update(
         {
@@ -188,13 +191,9 @@ def ray_job(
         "spec": {
             "entrypoint": "python -c 'import ray; ray.init()'",
             "shutdownAfterJobFinishes": True,
-            "submitterPodTemplate": {
-                **_ray_template(namespace, name, 0, *args),
-                "spec": {
-                    **_ray_template(namespace, name, 0, *args)["spec"],
-                    "restartPolicy": "Never",
-                },
-            },
+            # KubeRay refuses a submitterPodTemplate, a submitterConfig and a head restart
+            # policy other than Never in this mode (utils.ValidateRayJobSpec); none is set.
+            "submissionMode": "SidecarMode",
             "rayClusterSpec": {
                 # The head holds a GPU too: the local fleet has no CPU nodes (every node is
                 # tainted for its accelerators), and a pod without accelerators may not

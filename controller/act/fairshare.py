@@ -12,7 +12,8 @@ precondition, so PodDisruptionBudgets hold; the grace period lets it checkpoint)
 Warning Event `FairShareReclaimed` on the victim and `FairShareReclaimedForThis` on the waiting
 pod, and count the action (`fleetplane_controller_actions_total{concern="fairshare"}`). A 429
 (a disruption budget) takes the annotation back and stops the reclaim; a pod already gone
-counts as freed. Under --dry-run each eviction is printed and logged, nothing is written.
+counts as freed. A victim that is an operator's pod is not evicted: its workload (its gang) is
+stopped through the operator's API (`act.victim_stop`). Under --dry-run each eviction is printed and logged, nothing is written.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from controller import annotations as own
 from controller.act.events import ObjectRef
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
+from controller.act.victim_stop import Stopped, operator_workload, stop_victim_workload
 from controller.decide.fairshare import FairSharePlan, Reclaim, opa_input
 from controller.decide.preempt import Candidate
 from controller.errors import ConflictError, NotFoundError, TooManyRequestsError
@@ -91,6 +93,16 @@ def _serve(rt: Runtime, reclaim: Reclaim, capacity: int, freed: set[str]) -> boo
         decisions.append((victim, decision))
     for victim, decision in decisions:
         why = _why(reclaim, victim, decision)
+        if operator_workload(victim) is not None:
+            # The operator's workload is the gang: stopped through its own API, not evicted.
+            stopped = stop_victim_workload(
+                rt, CONCERN, victim, why, event_reason="FairShareReclaimed", node=reclaim.node
+            )
+            if stopped is Stopped.REFUSED:
+                return False
+            if not rt.dry_run:
+                freed.update(pod.uid for pod in (victim.pod, *victim.mates))
+            continue
         if rt.dry_run:
             rt.would(CONCERN, "evict", victim.pod.key, why, node=reclaim.node)
             for mate in victim.mates:

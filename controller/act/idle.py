@@ -18,7 +18,7 @@ from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
-from controller.act.owners import stop_operator_workload
+from controller.act.owners import stop_operator_workload, stop_subject
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
@@ -185,12 +185,7 @@ def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
     if reasons:
         why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
     if rt.dry_run:
-        rt.would(
-            CONCERN,
-            f"reclaim ({target.method})",
-            f"{target.kind} {target.namespace}/{target.name}",
-            why,
-        )
+        rt.would(CONCERN, f"reclaim ({target.method})", stop_subject(rt, target, item), why)
         return True
     ref = stop_workload(rt, item, why)
     if ref is None:

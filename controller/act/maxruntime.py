@@ -12,6 +12,7 @@ its pods.
 from __future__ import annotations
 
 from controller.act.idle import pod_ref, stop_workload
+from controller.act.owners import stop_subject
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.decide.maxruntime import RuntimeJudgement, RuntimePlan, StopPlan, Verdict
@@ -106,12 +107,7 @@ def stop(rt: Runtime, item: StopPlan) -> bool:
     if reasons:
         why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
     if rt.dry_run:
-        rt.would(
-            CONCERN,
-            f"runtime-stop ({target.method})",
-            f"{target.kind} {target.namespace}/{target.name}",
-            why,
-        )
+        rt.would(CONCERN, f"runtime-stop ({target.method})", stop_subject(rt, target, item), why)
         return True
     ref = stop_workload(
         rt,

@@ -239,3 +239,27 @@ def stop_operator_workload(
         name=top.name,
         uid=top.uid,
     )
+
+
+def planned_stop(rt: Runtime, target: Target, item: StopItem) -> Top | str | None:
+    """What a stop of `target` would write, read without writing (--dry-run): the top when it
+    would be stopped, None when it is gone or stopped already, why not (a sentence)."""
+    top = resolve(rt, target, item)
+    if top is None or isinstance(top, str):
+        return top
+    patch = _stop_patch(top, top.obj, item, "", rt.now)
+    return top if isinstance(patch, dict) else patch
+
+
+def stop_subject(rt: Runtime, target: Target, item: StopItem) -> str:
+    """What a stop of `target` writes, as --dry-run names it: for an operator's kind the top
+    the climb reaches (reads only: a TrainJob above the JobSet its pods name, a RayJob above
+    its RayCluster), with why nothing would be written when that is so; any other target as
+    it is."""
+    named = f"{target.kind} {target.namespace}/{target.name}"
+    if operator_kind(target.api_version, target.kind) is None:
+        return named
+    top = planned_stop(rt, target, item)
+    if isinstance(top, Top):
+        return f"{top.kind.kind} {target.namespace}/{top.name}"
+    return f"{named} (nothing would be written: {top or 'gone or stopped already'})"

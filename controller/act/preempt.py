@@ -16,6 +16,11 @@ preemption stops and waits for a later pass. Any other eviction failure takes th
 back too and fails the preemption. The next node is tried only while nothing was evicted for
 this preemptor, so victims are never taken on two nodes.
 
+A victim that is an operator's pod (a TrainJob's, JobSet's, RayJob's, RayCluster's or
+LeaderWorkerSet's) is not evicted: its whole workload, taken as one gang by the decide step, is
+stopped through the operator's API (`act.victim_stop`, the stop idle reclaim uses), with the
+Event `Preempted` on the top object and its pods; under --dry-run the line names the top.
+
 A pending gang's plan spans nodes (`decide.preempt.GangPlan`): every victim of it is judged
 before any is evicted (`_serve_gang`); a refused one sends the gang back to the planner, and
 a gang with no plan left, like one the planner could not serve, evicts nobody and gets a
@@ -31,6 +36,7 @@ from typing import Any
 from controller import annotations as own
 from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
+from controller.act.victim_stop import Stopped, operator_workload, stop_victim_workload
 from controller.act.writes import patch_fresh
 from controller.decide.preempt import (
     AnswerKey,
@@ -177,15 +183,9 @@ def _evict_gang(
         view = preemption.for_placement(placement)
         decision = decisions.get(victim.pod.uid)
         if rt.dry_run:
-            rt.would(
-                CONCERN,
-                "evict",
-                victim.pod.key,
-                f"gang {gang.key}: {_why(view, victim, placement.option, decision)}",
-                node=placement.option.node,
-            )
+            _would_take(rt, view, placement.option, victim, decision, f"gang {gang.key}: ")
             continue
-        if not _evict(rt, view, placement.option, victim, decision):
+        if not _take(rt, view, placement.option, victim, decision):
             rt.log.warning(
                 "preempt.partial",
                 preemptor=placement.pod.key,
@@ -309,16 +309,10 @@ def _on_node(
             locked.add(option.node)
         if rt.dry_run:
             for victim in victims:
-                rt.would(
-                    CONCERN,
-                    "evict",
-                    victim.pod.key,
-                    _why(preemption, victim, option, decisions.get(victim.pod.uid)),
-                    node=option.node,
-                )
+                _would_take(rt, preemption, option, victim, decisions.get(victim.pod.uid))
             return True
         for victim in victims:
-            if _evict(rt, preemption, option, victim, decisions.get(victim.pod.uid)):
+            if _take(rt, preemption, option, victim, decisions.get(victim.pod.uid)):
                 evicted.append(victim)
                 release(usage, victim)
             else:
@@ -335,6 +329,62 @@ def _why(preemption: Preemption, victim: Candidate, option: NodeOption, decision
         f"work to lose: {victim.seconds_since_checkpoint:.0f}s since its last checkpoint, priority "
         f"{victim.priority}, {victim.devices} device(s){policy}"
     )
+
+
+def _would_take(
+    rt: Runtime,
+    preemption: Preemption,
+    option: NodeOption,
+    victim: Candidate,
+    decision: Any,
+    prefix: str = "",
+) -> None:
+    """Under --dry-run: the eviction, or the stop of the operator's workload (named by its top
+    object), that would be done."""
+    why = prefix + _why(preemption, victim, option, decision)
+    if operator_workload(victim) is not None:
+        stop_victim_workload(
+            rt,
+            CONCERN,
+            victim,
+            why,
+            event_reason="Preempted",
+            preemptor=preemption.preemptor.key,
+            node=option.node,
+        )
+        return
+    rt.would(CONCERN, "evict", victim.pod.key, why, node=option.node)
+
+
+def _take(
+    rt: Runtime,
+    preemption: Preemption,
+    option: NodeOption,
+    victim: Candidate,
+    decision: Any,
+) -> bool:
+    """True when the victim is gone or going: an operator's pod by stopping its workload
+    through the operator's API (`act.victim_stop`, the whole workload is the victim's gang),
+    any other pod and its gang mates by eviction; False when it stays."""
+    if operator_workload(victim) is None:
+        return _evict(rt, preemption, option, victim, decision)
+    why = _why(preemption, victim, option, decision)
+    stopped = stop_victim_workload(
+        rt,
+        CONCERN,
+        victim,
+        why,
+        event_reason="Preempted",
+        preemptor=preemption.preemptor.key,
+        node=option.node,
+    )
+    if stopped is Stopped.STOPPED:
+        rt.events.emit(
+            _ref(preemption.preemptor),
+            "PreemptedForThis",
+            f"stopped the workload of {victim.pod.key} on {option.node} to make room: {why}",
+        )
+    return stopped is not Stopped.REFUSED
 
 
 def _evict(

@@ -53,9 +53,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config import FleetView
-from controller.decide.preempt import Candidate, Quota, fits, select_victims, victim_order
+from controller.decide.preempt import (
+    Candidate,
+    Quota,
+    fits,
+    select_victims,
+    victim_gangs,
+    victim_order,
+    workload_key,
+)
 from controller.decide.preempt.candidates import pdb_blocks, run_so_far
-from controller.decide.workloads import gang_of, gangs, preemptible
+from controller.decide.workloads import gang_of, preemptible
 from controller.observe.model import DisruptionBudget, Node, Pod, family, is_accelerator
 
 PENDING_GROUP_PHASES = frozenset({"Pending", "Inqueue"})
@@ -335,7 +343,7 @@ def plan_fair_share(
         nodes=nodes,
         pool_of_node=pool_of_node,
         by_node=by_node,
-        gangs=gangs(pods),
+        gangs=victim_gangs(pods),
         pdbs=pdbs,
         queues=dict(queues),
         deserved=deserved,
@@ -438,7 +446,7 @@ def _candidate(
     if pdb_blocks(victim, context.pdbs, ledger.disruptions) is not None:
         return None
     mates: tuple[Pod, ...] = ()
-    gang = None if alone else context.gangs.get(gang_of(victim) or ("", ""))
+    gang = None if alone else context.gangs.get(workload_key(victim) or ("", ""))
     if gang is not None:
         mates = tuple(m for m in gang if m.uid != victim.uid)
         for mate in mates:

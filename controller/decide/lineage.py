@@ -5,7 +5,9 @@ ReplicaSet or Job, a bare pod) and identifies the object under review to reserva
 approvals by its own uid and its owners' (policies/fleetplane/admission/accelerators.rego
 `object_uids`). So the controller keys what it keeps by the top of a chain of controlling
 owners: a pod's ReplicaSet's Deployment, a pod's Job's CronJob (the CronJob is not listed:
-its uid is in the Job's ownerReference), and lists the objects in between.
+its uid is in the Job's ownerReference), a JobSet's Job's pod's TrainJob and a RayCluster's
+pod's RayJob (the JobSets and RayClusters are listed, `observe.operator_objects`, so the chain
+passes them to the operator's top the user wrote), and lists the objects in between.
 
 An owner reference is followed only when the object observed under its uid is the one it names
 (same kind and name): the API server does not check owner references, and one that names

@@ -30,6 +30,7 @@ from controller.observe.model import (
     pdb_from_api,
     plain,
 )
+from controller.observe.operator_objects import list_operator_objects
 from controller.observe.proto import NodeList, PodList, accelerator_pod_from_proto, node_from_proto
 from controller.observe.workload_objects import (
     WORKLOAD_APIS,
@@ -131,7 +132,8 @@ def take_snapshot(
     kube: KubeClient, *, log: Log | None = None, page: int = 500, workers: int = 8
 ) -> Snapshot:
     """List nodes, accelerator pods, namespaces, PDBs, PriorityClasses, Volcano objects and
-    the workload objects above pods (Deployments, StatefulSets, ReplicaSets, Jobs)."""
+    the workload objects above pods (Deployments, StatefulSets, ReplicaSets, Jobs, and the
+    operators' JobSets and RayClusters)."""
     log = log or Log()
     started = time.monotonic()
     missing: list[str] = []
@@ -177,6 +179,7 @@ def take_snapshot(
             found.extend(
                 kube.list_objects(path, partial(workload_object_from_api, kind), limit=page)
             )
+        found.extend(list_operator_objects(kube, page, missing))
         return found
 
     jobs: dict[str, Callable[[], Any]] = {

@@ -129,11 +129,12 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
         ("apps", "statefulsets"): {"get", "list", "watch", "patch"},
         ("apps", "replicasets"): {"get", "list", "watch", "patch"},
         ("batch", "jobs"): {"get", "list", "watch", "patch"},
-        # the operators' workloads: read up the owner chain, suspend or scale the top
+        # the operators' workloads: read up the owner chain, suspend or scale the top; the
+        # JobSets and RayClusters listed too, so the snapshot's lineage reaches their tops
         ("trainer.kubeflow.org", "trainjobs"): {"get", "patch"},
-        ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},
+        ("jobset.x-k8s.io", "jobsets"): {"get", "list", "patch"},
         ("ray.io", "rayjobs"): {"get", "patch"},
-        ("ray.io", "rayclusters"): {"get", "patch"},
+        ("ray.io", "rayclusters"): {"get", "list", "patch"},
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "patch"},
     }
     got = {

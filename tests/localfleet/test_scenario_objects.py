@@ -78,7 +78,14 @@ def test_a_rayjob_can_be_suspended_and_only_gpu_pods_tolerate_gpu_nodes() -> Non
     for template in (spec["rayClusterSpec"]["headGroupSpec"]["template"], group["template"]):
         assert template["spec"]["tolerations"] == [{"key": "t"}]
         assert template["spec"]["priorityClassName"] == "pc"
-    assert "tolerations" not in spec["submitterPodTemplate"]["spec"]
+    # the submitter is a container of the head pod (the local fleet has no CPU node for a
+    # submitter pod of its own): no template of its own, and nothing KubeRay refuses with it
+    assert spec["submissionMode"] == "SidecarMode"
+    assert "submitterPodTemplate" not in spec and "submitterConfig" not in spec
+    assert (
+        spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].get("restartPolicy", "Never")
+        == "Never"
+    )
 
 
 class RefusingCluster:

@@ -72,6 +72,13 @@ def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
             )
             ray = placed(kube, f"ray.io/cluster={cluster},ray.io/node-type in (head,worker)", 2)
             assert {p["spec"]["priorityClassName"] for p in ray} == {PRIORITY}
+            # the submitter runs in the head pod (SidecarMode): no pod of its own to wait for a
+            # CPU node the local fleet does not have
+            (head,) = [p for p in ray if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+            assert len(head["spec"]["containers"]) == 2, head["spec"]["containers"]
+            assert head["status"]["phase"] == "Running"
+            # KubeRay's submitter Job is named after the RayJob: none in this mode
+            assert kube.kubectl("get", "job", rj, "-n", NS, check=False).returncode != 0
             group = kube.get_json("podgroup", f"ray-{rj}-pg", "-n", NS)
             assert group["spec"]["queue"] == NS
             assert group["spec"]["priorityClassName"] == PRIORITY

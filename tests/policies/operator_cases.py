@@ -91,6 +91,11 @@ OPERATOR_CASES: list[tuple[str, Workload, set[str]]] = [
         {"platform-owned"},
     ),
     (
+        "jobset job template exempt that jobset would copy onto its jobs",
+        jobset(training(), jobs=2, job_labels=EXEMPT),
+        {"platform-owned"},
+    ),
+    (
         "raycluster worker template exempt",
         raycluster(training().label("fleetplane.dev/exempt", "true")),
         {"platform-owned"},

@@ -20,11 +20,23 @@ from tests.policies.builders import OPERATOR_GVK, Json, Workload, cpu
 EXEMPT = {"fleetplane.dev/exempt": "true"}
 
 
-def jobset(w: Workload, jobs: int = 1, parallelism: int = 1, **failure_policy: Any) -> Workload:
+def jobset(
+    w: Workload,
+    jobs: int = 1,
+    parallelism: int = 1,
+    job_labels: Json | None = None,
+    **failure_policy: Any,
+) -> Workload:
+    """`job_labels`: the Job template's own labels (JobSet copies them onto each child Job)."""
     return replace(
         w,
         kind="JobSet",
-        workload={"jobs": jobs, "parallelism": parallelism, "failurePolicy": failure_policy},
+        workload={
+            "jobs": jobs,
+            "parallelism": parallelism,
+            "failurePolicy": failure_policy,
+            "job_labels": job_labels,
+        },
     )
 
 
@@ -114,8 +126,11 @@ def operator_object(w: Workload, template: Json, meta: Json) -> Json:
             "backoffLimit": 0,
             "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}},
         }
+        job_template: Json = {"spec": job}
+        if spec.get("job_labels"):
+            job_template["metadata"] = {"labels": spec["job_labels"]}
         body: Json = {
-            "replicatedJobs": [{"name": "w", "replicas": spec["jobs"], "template": {"spec": job}}]
+            "replicatedJobs": [{"name": "w", "replicas": spec["jobs"], "template": job_template}]
         }
         if spec["failurePolicy"]:
             body["failurePolicy"] = spec["failurePolicy"]

@@ -50,7 +50,8 @@ The package, one concern a module (after Kueue's `pkg/scheduler/preemption`): `m
 plan is made of), `ordering` (the victim comparator), `placement` (where a pod may run and the
 nodes victims can free for it), `candidates` (who may be a victim, the fewest that make room),
 `quota` (what the victims' teams must keep), `ledger` (what a pass reads and has taken),
-`gangs` (room for a whole gang at once), `plan` (`plan_preemption`) and `policy_input` (what
+`gangs` (room for a whole gang at once), `workload_gangs` (an operator's workload is one
+gang), `plan` (`plan_preemption`) and `policy_input` (what
 OPA is asked about a victim). Import from `controller.decide.preempt`, which names them.
 """
 
@@ -71,6 +72,7 @@ from controller.decide.preempt.placement import fits, tolerates
 from controller.decide.preempt.plan import plan_preemption
 from controller.decide.preempt.policy_input import opa_input
 from controller.decide.preempt.quota import AnswerKey, Quota, asked_usages, release, take
+from controller.decide.preempt.workload_gangs import victim_gangs, workload_key
 
 __all__ = [
     "GANG_FIRST_CHOICES",
@@ -92,5 +94,7 @@ __all__ = [
     "select_victims",
     "take",
     "tolerates",
+    "victim_gangs",
     "victim_order",
+    "workload_key",
 ]

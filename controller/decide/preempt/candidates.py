@@ -10,7 +10,8 @@ from controller.decide.preempt.ledger import Context, Ledger
 from controller.decide.preempt.model import Candidate
 from controller.decide.preempt.ordering import victim_order
 from controller.decide.preempt.quota import Quota, take
-from controller.decide.workloads import annotation_number, families, gang_of, preemptible
+from controller.decide.preempt.workload_gangs import workload_key
+from controller.decide.workloads import annotation_number, families, preemptible
 from controller.observe.model import DisruptionBudget, Pod
 from fleet import labels as keys
 
@@ -129,7 +130,7 @@ def as_candidate(
     if pdb_blocks(victim, context.pdbs, ledger.disruptions) is not None:
         return None
     mates: tuple[Pod, ...] = ()
-    gang = None if alone else ledger.gangs.get(gang_of(victim) or ("", ""))
+    gang = None if alone else ledger.gangs.get(workload_key(victim) or ("", ""))
     if gang is not None:
         mates = tuple(m for m in gang if m.uid != victim.uid)
         for mate in mates:

@@ -11,7 +11,8 @@ from controller.decide.preempt.gangs import serve_gang
 from controller.decide.preempt.ledger import Context, Ledger
 from controller.decide.preempt.model import Preemption, PreemptPlan
 from controller.decide.preempt.placement import node_options
-from controller.decide.workloads import gang_of, gangs, team_usage
+from controller.decide.preempt.workload_gangs import victim_gangs
+from controller.decide.workloads import gang_of, team_usage
 from controller.observe.model import DisruptionBudget, Node, Pod
 
 
@@ -40,7 +41,7 @@ def plan_preemption(
     if not waiting:
         return plan  # nothing waits: no need to account for the fleet
     min_members = min_members or {}
-    gang_members = gangs(pods)
+    gang_members = victim_gangs(pods)
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
         if pod.node_name and not pod.terminal:

@@ -127,6 +127,7 @@ fast_base := {
 	# (on a Pod, its template: checked below too).
 	t := fast_template(request.kind, obj)
 	fast_owners_ok(obj)
+	not fast_owned_copied_key(obj)
 	not obj.metadata.labels["fleetplane.dev/exempt"]
 	not obj.metadata.labels["fleetplane.dev/preemptible"]
 	count([key |
@@ -322,6 +323,16 @@ fast_template(kind, obj) := {
 	# operator_copies.rego); runtimes hold nothing (lib/workloads/runtime.rego).
 	not kind_class in {"volcano", "runtime", "raycluster", "rayjob"}
 	[t] := templates
+}
+
+# A platform-owned key in metadata an operator copies onto what it makes,
+# other than the pod template (a JobSet's Job templates:
+# workloads.copied_metadata_places): the full rules refuse it (trust.rego).
+fast_owned_copied_key(obj) if {
+	some [_, metadata] in workloads.copied_metadata_places(obj, kind_class)
+	some field, keys in lib.platform_owned
+	some key in keys
+	object.get(metadata, [field, key], null) != null
 }
 
 # Owner references are the platform's to write (owners.rego): none on the

@@ -72,3 +72,30 @@ deadline_over(deadline, attempts) := deadline * attempts if {
 	deadline != null
 	not is_whole(deadline)
 } else := null
+
+# METADATA
+# description: >-
+#   The metadata an operator copies onto an object it makes that is not a pod
+#   template, as [place, metadata]: a JobSet's Job templates
+#   (spec.replicatedJobs[i].template.metadata, onto each child Job), and in a
+#   TrainingRuntime the JobSet template and its Job templates (the Trainer
+#   makes the TrainJob's JobSet from them). The operator's controllers are
+#   trusted to copy what the gate judged, so a platform-owned key written
+#   there is refused where the user writes it (issue 30 item 3).
+copied_metadata_places(obj, "jobset") := jobset_copied_places("spec", as_object(object.get(obj, "spec", {})))
+
+copied_metadata_places(obj, "runtime") := array.concat(
+	[["spec.template.metadata", as_object(object.get(obj, ["spec", "template", "metadata"], {}))]],
+	jobset_copied_places("spec.template.spec", as_object(object.get(obj, ["spec", "template", "spec"], {}))),
+) if is_array(object.get(obj, ["spec", "template", "spec", "replicatedJobs"], null))
+
+copied_metadata_places(obj, class) := [] if {
+	not class in {"jobset", "runtime"}
+} else := [] if {
+	class == "runtime"
+	not is_array(object.get(obj, ["spec", "template", "spec", "replicatedJobs"], null))
+}
+
+jobset_copied_places(prefix, spec) := [[sprintf("%s.replicatedJobs[%d].template.metadata", [prefix, i]), as_object(object.get(as_object(entry), ["template", "metadata"], {}))] |
+	some i, entry in as_array(object.get(spec, "replicatedJobs", []))
+]

@@ -19,9 +19,12 @@ templates(obj, "runtime") := discovered_templates(obj)
 metadata_places(obj, "trainjob", _) := trainjob_metadata_places(obj)
 
 metadata_places(obj, class, found) := array.concat(
-	[["metadata", as_object(object.get(obj, "metadata", {}))]],
-	[[sprintf("%s.metadata", [t.where]), as_object(object.get(as_object(t.template), "metadata", {}))] |
-		class != "pod"
-		some t in found
-	],
+	array.concat(
+		[["metadata", as_object(object.get(obj, "metadata", {}))]],
+		[[sprintf("%s.metadata", [t.where]), as_object(object.get(as_object(t.template), "metadata", {}))] |
+			class != "pod"
+			some t in found
+		],
+	),
+	copied_metadata_places(obj, class),
 ) if class != "trainjob"
