@@ -46,12 +46,14 @@ def ask(rt: Runtime, judged: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod
     answer (the request failed, or its answer is missing or malformed: logged, counted)."""
 
     def batch(items: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod, Answer | None]]:
+        failed: ControllerError | None = None
+        found: dict[str, Answer] = {}
         try:
-            found = rt.opa.decide_each(DECISION, {str(i): f for i, (_, f) in enumerate(items)})
+            found = dict(
+                rt.opa.decide_each(DECISION, {str(i): f for i, (_, f) in enumerate(items)})
+            )
         except ControllerError as error:
-            found, failed = {}, error
-        else:
-            failed = None
+            failed = error
         out: list[tuple[Pod, Answer | None]] = []
         for i, (pod, _) in enumerate(items):
             answer = found.get(str(i))

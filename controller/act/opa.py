@@ -107,7 +107,9 @@ class Opa:
         url = f"{self.url}/v1/data/fleetplane/decisions/{name}/decisions"
         result = self._ask(url, {"pods": inputs})
         if not isinstance(result, dict):
-            raise PermanentError(f"opa {url}: no object of decisions in the answer (policy loaded?)")
+            raise PermanentError(
+                f"opa {url}: no object of decisions in the answer (policy loaded?)"
+            )
         found = {key: _decision(result.get(key)) for key in inputs}
         return {key: decision for key, decision in found.items() if decision is not None}
 

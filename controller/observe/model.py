@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.observe.facts import PodFacts, owner_of
 from controller.observe.json_fields import (
     JSON_OBJECTS,
     DecodeError,
@@ -150,7 +151,7 @@ class OwnerRef:
 
 
 @view
-class Pod:
+class Pod(PodFacts):
     namespace: str
     name: str
     uid: str
@@ -175,25 +176,20 @@ class Pod:
     containers: tuple[dict[str, Any], ...] = ()
     active_deadline_seconds: int | None = None
 
+    def __post_init__(self) -> None:
+        # The pod's own facts (observe.facts.PodFacts), worked out once: every concern reads
+        # them. A view is not frozen at run time (controller.views), only for the type checker.
+        labels = self.labels
+        setattr_ = object.__setattr__
+        setattr_(self, "devices", sum(self.demand.values()))
+        setattr_(self, "terminal", self.phase in ("Succeeded", "Failed"))
+        setattr_(self, "workload_type", labels.get(keys.WORKLOAD_TYPE))
+        setattr_(self, "exempt", labels.get(keys.EXEMPT) == "true")
+        setattr_(self, "owner_key", owner_of(self.namespace, self.owner, labels))
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def devices(self) -> int:
-        return sum(self.demand.values())
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
-    @property
-    def workload_type(self) -> str | None:
-        return self.labels.get(keys.WORKLOAD_TYPE)
-
-    @property
-    def exempt(self) -> bool:
-        return self.labels.get(keys.EXEMPT) == "true"
 
     def manifest(self) -> dict[str, Any]:
         """A Pod-shaped dict of the fields kept: the `pod` of an OPA decision input."""
