@@ -65,8 +65,18 @@ def parse_time(value: str | None) -> float | None:
     return cached
 
 
+_FORMATTED: dict[float, str] = {}
+
+
 def format_time(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch seconds as the API writes them. Remembered like `parse_time`: the pods of a fleet
+    share few start times, and a pass formats one per pod (the decision inputs' manifests)."""
+    found = _FORMATTED.get(epoch)
+    if found is None:
+        found = dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if len(_FORMATTED) < 100_000:
+            _FORMATTED[epoch] = found
+    return found
 
 
 def _count(quantity: Any) -> int:
