@@ -296,6 +296,23 @@ def stopped(pid: int | None) -> Iterator[None]:
             os.kill(pid, signal.SIGCONT)
 
 
+_BYTECODE: dict[str, str] = {}
+
+
+def product_bytecode() -> dict[str, str]:
+    """The pass's environment, with the project's modules byte-compiled ahead as the image has
+    them (images/build.py runs compileall): a shell that sets PYTHONDONTWRITEBYTECODE would
+    otherwise make every pass compile the controller from source (about 0.4 CPU-s of a pass).
+    The bytecode goes to a cache prefix of this run, never into the checkout."""
+    if not _BYTECODE:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="fleetplane-bench-pyc-")
+        packages = [str(ROOT / name) for name in ("controller", "fleet", "fleetplane")]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], env=env, check=False)
+        _BYTECODE.update(env)
+    return _BYTECODE
+
+
 def timed_pass(
     config: Path,
     kubeconfig: Path,
@@ -312,6 +329,7 @@ def timed_pass(
     """Run one pass in a child process; its figures, with the CPU seconds the controller and
     each of `servers` (name: pid) used meanwhile (less sensitive to a busy machine than wall
     time)."""
+    env = product_bytecode()
     started = time.perf_counter()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     servers_before = {name: cpu_seconds(pid) for name, pid in (servers or {}).items()}
@@ -347,6 +365,7 @@ def timed_pass(
             *(["--dry-run"] if dry_run else []),
         ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
     )

@@ -43,6 +43,17 @@ class Decision:
         return "; ".join(self.reasons) or ("allowed" if self.allow else "denied")
 
 
+def _decision(result: Any) -> Decision | None:
+    """A decision's `result` as a Decision; None unless it carries a boolean `allow`."""
+    if not isinstance(result, dict) or not isinstance(result.get("allow"), bool):
+        return None
+    reasons = result.get("reasons")
+    return Decision(
+        allow=result["allow"],
+        reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
+    )
+
+
 def read_token(path: str) -> str:
     """The bearer token in `path` (surrounding whitespace dropped); PermanentError naming the
     file when it cannot be read or holds no token."""
@@ -83,8 +94,28 @@ class Opa:
         self._session.close()
 
     def decide(self, name: str, input: dict[str, Any]) -> Decision:
-        self.requests_made += 1
         url = f"{self.url}/v1/data/fleetplane/decisions/{name}"
+        found = _decision(self._ask(url, input))
+        if found is None:
+            raise PermanentError(f"opa {url}: no boolean `allow` in the answer (policy loaded?)")
+        return found
+
+    def decide_each(self, name: str, inputs: dict[str, dict[str, Any]]) -> dict[str, Decision]:
+        """The decisions of many inputs in one request, by their keys: the policy's
+        `decisions` rule (`{"pods": inputs}` in, `decision` of each out). A key whose answer is
+        missing or malformed is absent (no answer); a result that is no object is an error."""
+        url = f"{self.url}/v1/data/fleetplane/decisions/{name}/decisions"
+        result = self._ask(url, {"pods": inputs})
+        if not isinstance(result, dict):
+            raise PermanentError(
+                f"opa {url}: no object of decisions in the answer (policy loaded?)"
+            )
+        found = {key: _decision(result.get(key)) for key in inputs}
+        return {key: decision for key, decision in found.items() if decision is not None}
+
+    def _ask(self, url: str, input: dict[str, Any]) -> Any:
+        """POST `input` to a decision's `url`; the answer's `result` (None when undefined)."""
+        self.requests_made += 1
         try:
             response = self._session.post(
                 url,
@@ -104,14 +135,7 @@ class Opa:
             raise PermanentError(
                 f"opa {url}: answer is not a JSON object but {type(answer).__name__}"
             )
-        result = answer.get("result")
-        if not isinstance(result, dict) or not isinstance(result.get("allow"), bool):
-            raise PermanentError(f"opa {url}: no boolean `allow` in the answer (policy loaded?)")
-        reasons = result.get("reasons")
-        return Decision(
-            allow=result["allow"],
-            reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
-        )
+        return answer.get("result")
 
     def put_data(self, path: str, document: Any, *, what: str | None = None) -> None:
         """Replace the document at `data.<path>` (slashes) through OPA's Data API, `PUT

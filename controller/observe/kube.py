@@ -364,6 +364,10 @@ class KubeClient:
             raise TemporaryError(f"{method} {path}: timed out {limit}") from error
         except requests.ConnectionError as error:
             raise TemporaryError(f"{method} {path}: cannot connect: {error}") from error
+        except requests.exceptions.ChunkedEncodingError as error:
+            # The answer was cut short (an API server past its request timeout while sending a
+            # large list): temporary, as a timeout is, never a traceback out of the pass.
+            raise TemporaryError(f"{method} {path}: the answer ended prematurely") from error
         status = response.status_code
         if 200 <= status < 300:
             return response

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.observe.facts import PodFacts, owner_of
 from controller.observe.json_fields import (
     JSON_OBJECTS,
     DecodeError,
@@ -64,8 +65,18 @@ def parse_time(value: str | None) -> float | None:
     return cached
 
 
+_FORMATTED: dict[float, str] = {}
+
+
 def format_time(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch seconds as the API writes them. Remembered like `parse_time`: the pods of a fleet
+    share few start times, and a pass formats one per pod (the decision inputs' manifests)."""
+    found = _FORMATTED.get(epoch)
+    if found is None:
+        found = dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if len(_FORMATTED) < 100_000:
+            _FORMATTED[epoch] = found
+    return found
 
 
 def _count(quantity: Any) -> int:
@@ -150,7 +161,7 @@ class OwnerRef:
 
 
 @view
-class Pod:
+class Pod(PodFacts):
     namespace: str
     name: str
     uid: str
@@ -175,25 +186,20 @@ class Pod:
     containers: tuple[dict[str, Any], ...] = ()
     active_deadline_seconds: int | None = None
 
+    def __post_init__(self) -> None:
+        # The pod's own facts (observe.facts.PodFacts), worked out once: every concern reads
+        # them. A view is not frozen at run time (controller.views), only for the type checker.
+        labels = self.labels
+        setattr_ = object.__setattr__
+        setattr_(self, "devices", sum(self.demand.values()))
+        setattr_(self, "terminal", self.phase in ("Succeeded", "Failed"))
+        setattr_(self, "workload_type", labels.get(keys.WORKLOAD_TYPE))
+        setattr_(self, "exempt", labels.get(keys.EXEMPT) == "true")
+        setattr_(self, "owner_key", owner_of(self.namespace, self.owner, labels))
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def devices(self) -> int:
-        return sum(self.demand.values())
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
-    @property
-    def workload_type(self) -> str | None:
-        return self.labels.get(keys.WORKLOAD_TYPE)
-
-    @property
-    def exempt(self) -> bool:
-        return self.labels.get(keys.EXEMPT) == "true"
 
     def manifest(self) -> dict[str, Any]:
         """A Pod-shaped dict of the fields kept: the `pod` of an OPA decision input."""

@@ -25,36 +25,13 @@ from typing import Any
 
 from controller.errors import ControllerError, NotFoundError
 from controller.log import Log
+from controller.observe.facts import (
+    KNOWN_KINDS,
+    VOLCANO_JOB_API,
+    OwnerKey,
+)
 from controller.observe.kube import KubeClient, object_path
 from controller.observe.model import Pod
-
-VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
-JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
-
-# Owner kinds whose existence is looked up: (apiVersion, kind) -> plural.
-KNOWN_KINDS: dict[tuple[str, str], str] = {
-    ("apps/v1", "ReplicaSet"): "replicasets",
-    ("apps/v1", "StatefulSet"): "statefulsets",
-    ("batch/v1", "Job"): "jobs",
-    (VOLCANO_JOB_API, "Job"): "jobs",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerKey:
-    """An owner as a pod names it; `uid` is what the pod expects ("" when it does not say)."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        kind = "VolcanoJob" if self.api_version == VOLCANO_JOB_API else self.kind
-        return f"{kind} {self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,20 +53,9 @@ class OwnerFacts:
 
 def owner_key(pod: Pod) -> OwnerKey | None:
     """The owner a pod names (its controller reference), or the Job that let go of it; None
-    for a bare pod or an owner kind whose existence is not looked up."""
-    owner = pod.owner
-    if owner is not None:
-        if (owner.api_version, owner.kind) not in KNOWN_KINDS:
-            return None
-        return OwnerKey(owner.api_version, owner.kind, pod.namespace, owner.name, owner.uid)
-    uid = next((pod.labels[k] for k in JOB_UID_LABELS if pod.labels.get(k)), "")
-    name = next((pod.labels[k] for k in JOB_NAME_LABELS if pod.labels.get(k)), "")
-    if uid and name:
-        return OwnerKey("batch/v1", "Job", pod.namespace, name, uid)
-    volcano = pod.labels.get(VOLCANO_JOB_NAME_LABEL)
-    if volcano:
-        return OwnerKey(VOLCANO_JOB_API, "Job", pod.namespace, volcano, "")
-    return None
+    for a bare pod or an owner kind whose existence is not looked up. Worked out once per pod
+    when it is observed (`observe.facts.owner_of`)."""
+    return pod.owner_key
 
 
 def facts_from_object(key: OwnerKey, obj: dict[str, Any]) -> OwnerFacts:

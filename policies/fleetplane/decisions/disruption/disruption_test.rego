@@ -95,3 +95,27 @@ test_missing_max_age_protects if {
 	answer.allow == false
 	"data.fleetplane.config.upgrade.checkpoint_max_age_seconds must be a number" in answer.reasons
 }
+
+# Many pods in one request: each answer is the single decision on its input.
+test_decisions_answer_each_pod_as_the_single_decision if {
+	inputs := {
+		"a": running,
+		"b": given({"running_seconds": 60}),
+		"c": given({"gang": {"name": "ml-research/pg", "members": 4, "last_checkpoint": null}}),
+		"d": given({"now": -1}),
+	}
+	answers := disruption.decisions with input as {"pods": inputs} with data.fleetplane.config as config
+	count(answers) == 4
+	every key, one in inputs {
+		answers[key] == decide(one)
+	}
+	answers.a.allow == true
+	answers.b.allow == false
+	answers.c.allow == false
+	answers.d.allow == false
+}
+
+test_decisions_without_pods_answer_nothing if {
+	disruption.decisions == {} with input as {} with data.fleetplane.config as config
+	disruption.decisions == {} with input as {"pods": "all"} with data.fleetplane.config as config
+}
