@@ -123,7 +123,7 @@ def run_once(pods: Sequence[PodRequest], nodes: Sequence[TraceNode], policy: str
     began, cpu_began = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
     cluster = Cluster(nodes)
-    fragmentation = Fragmentation(cluster, typical_pods(pods, cluster.models))
+    fragmentation = Fragmentation(cluster, typical_pods(pods))
     ctx = Context(cluster=cluster, rng=rng, fragmentation=fragmentation)
     place = policy_named(policy)
     order = arrivals(pods, cluster.capacity_milli, rng)
