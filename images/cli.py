@@ -25,8 +25,8 @@ def add_parser(subparsers: Any) -> None:
         "build",
         help="build the images into OCI layouts (each with its SBOM)",
         description="Build OCI image layouts: OUT/controller (also the placement service's: "
-        "fleetplane-placement), OUT/validator (the controller's image plus nvidia-ml-py, for the validator pod), OUT/opa and OUT/pushgateway, each with "
-        "its SBOM "
+        "fleetplane-placement), OUT/validator (the controller's image plus nvidia-ml-py, for "
+        "the validator pod), OUT/opa and OUT/pushgateway, each with its SBOM "
         "(OUT/NAME.cdx.json), and print their digests and sizes. Needs "
         f"root and mmdebstrap. {EXIT_CODES}",
     )
