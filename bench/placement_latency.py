@@ -118,7 +118,7 @@ def half_full(pods: list[PodRequest], nodes: list[TraceNode]) -> tuple[Cluster, 
     sees no shares), and the pods on each node."""
     rng = np.random.default_rng(42)
     c = Cluster(nodes)
-    frag = Fragmentation(c, typical_pods(pods, c.models))
+    frag = Fragmentation(c, typical_pods(pods))
     ctx = policies.Context(cluster=c, rng=rng, fragmentation=frag)
     on: dict[int, list[PodRequest]] = {}
     for i in rng.permutation(len(pods)):

@@ -10,7 +10,7 @@ from typing import Any
 
 from components.kube import Manifest, common_labels, meta, restricted_container_security_context
 from fleet.config import FleetConfig
-from fleet.placement import HEALTH_PATH, METRICS_PATH, NAME, PORT
+from fleet.placement import ENTRYPOINT, HEALTH_PATH, METRICS_PATH, NAME, PORT, service_image
 
 COMPONENT = "placement"
 REPLICAS = 2
@@ -20,10 +20,15 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 
 
 def declared(fleet: FleetConfig) -> bool:
-    """Whether the cluster runs the service: `placement: fgd` with an image (a
-    `placement_url` names a service that runs elsewhere)."""
+    """Whether the cluster runs the service: `placement: fgd` with an image, its own or the
+    controller's (a `placement_url` names a service that runs elsewhere)."""
     v = fleet.volcano
-    return v.placement == "fgd" and v.placement_image is not None and not v.placement_url
+    return v.placement == "fgd" and image(fleet) is not None and not v.placement_url
+
+
+def image(fleet: FleetConfig) -> str | None:
+    """`volcano.placement_image`, else the controller's image (which carries the service)."""
+    return service_image(fleet.volcano.placement_image, fleet.controller.image)
 
 
 def placement_manifests(fleet: FleetConfig) -> list[Manifest]:
@@ -96,8 +101,8 @@ def _deployment(fleet: FleetConfig) -> Manifest:
                     "containers": [
                         {
                             "name": "placement",
-                            "image": fleet.volcano.placement_image,
-                            "command": ["python3", "-m", "placement", f"--port={PORT}"],
+                            "image": image(fleet),
+                            "command": [ENTRYPOINT, f"--port={PORT}"],
                             "ports": [{"name": "http", "containerPort": PORT}],
                             "readinessProbe": probe,
                             "livenessProbe": {**probe, "failureThreshold": 6},

@@ -24,7 +24,6 @@ every typical pod's CPU fit, so only the GPUs' own fragmentation is measured the
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -73,15 +72,25 @@ class NodeRoom:
 def typical_pods(shapes: Iterable[PodShape], popularity: float = POPULARITY) -> list[TypicalPod]:
     """The most common shapes, most common first (equal counts: larger shape first, as the
     authors' simulator sorts), until they cover `popularity` of the pods."""
-    counts: Counter[PodShape] = Counter(
-        PodShape(
+    return typical_of_counts(((s, 1) for s in shapes), popularity)
+
+
+def typical_of_counts(
+    shape_counts: Iterable[tuple[PodShape, float]], popularity: float = POPULARITY
+) -> list[TypicalPod]:
+    """`typical_pods` of a workload given as (shape, how many pods) pairs: counts may be
+    weights (the placement service weighs its seed as so many pods)."""
+    counts: dict[PodShape, float] = {}
+    for s, count in shape_counts:
+        if count <= 0:
+            continue
+        shape = PodShape(
             num_gpu=s.num_gpu,
             gpu_milli=s.gpu_milli if s.num_gpu else 0,
             cpu_milli=s.cpu_milli,
             models=s.models,
         )
-        for s in shapes
-    )
+        counts[shape] = counts.get(shape, 0) + count
     ranked = sorted(
         counts.items(),
         key=lambda kv: (
@@ -94,8 +103,8 @@ def typical_pods(shapes: Iterable[PodShape], popularity: float = POPULARITY) -> 
         reverse=True,
     )
     total = sum(counts.values())
-    chosen: list[tuple[PodShape, int]] = []
-    covered = 0
+    chosen: list[tuple[PodShape, float]] = []
+    covered: float = 0
     for shape, count in ranked:
         if covered >= popularity * total:
             break

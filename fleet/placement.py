@@ -68,6 +68,16 @@ def with_extender(tiers: list[dict[str, Any]], url: str) -> list[dict[str, Any]]
     return out
 
 
+ENTRYPOINT: Final = "/usr/local/bin/fleetplane-placement"
+"""Where the service's image runs it (images/build.py puts it in the controller's image)."""
+
+
+def service_image(placement_image: str | None, controller_image: str | None) -> str | None:
+    """The service's image: `volcano.placement_image` when given, else the controller's, which
+    carries the service (`fleetplane image build`)."""
+    return placement_image or controller_image
+
+
 class PlacementSettings(Protocol):
     """What of `volcano` (fleet.config.VolcanoConfig) the tiers depend on; a protocol, so that
     the service, which reads this module, does not load the configuration model."""

@@ -2,15 +2,21 @@
 
 controller: the Debian root filesystem of `images/rootfs.py` (Python 3.11 and the libraries it
     links), the controller's Python dependencies installed from the committed lock file
-    (`images/controller-requirements.txt`, `pip install --require-hashes`, wheels only), and the
-    project itself, as three layers, so that a change of code rebuilds only the last one.
-    Non-root (65532), no shell, no package manager; every .pyc is compiled ahead with
-    unchecked-hash invalidation, so nothing is written at run time (read-only root filesystem).
+    (`images/controller-requirements.txt`, `pip install --require-hashes`, wheels only), numpy
+    for the placement service (`images/placement-requirements.txt`) and the project itself, as
+    four layers, so that a change of code rebuilds only the last one. Non-root (65532), no
+    shell, no package manager; every .pyc is compiled ahead with unchecked-hash invalidation,
+    so nothing is written at run time (read-only root filesystem). Two entry points: the
+    controller's `fleetplane` (the image's) and `fleetplane-placement`, the FGD placement
+    service Volcano's extender calls (`volcano.placement: fgd`, which runs this image by
+    default). One image rather than a placement image of its own: the service needs the
+    controller's dependencies (pysimdjson, orjson) plus numpy only, the fleet already pulls
+    the controller's image by digest, and a second image would be those same layers plus one.
 opa: the pinned OPA binary from tools/bin, plus, when that binary is linked dynamically (the
     bootstrap builds it with cgo), the C library it links, taken from the same Debian root
     filesystem. Non-root (1000).
 
-validator: the controller's image (the same three layers, so the same blobs) with one more layer
+validator: the controller's image (the same four layers, so the same blobs) with one more layer
     before the project's, the NVML binding from `images/validator-requirements.txt`: what the
     validator pod runs (`fleetplane controller upgrade validate`, the NVML health check).
 
@@ -37,6 +43,8 @@ from images import oci, rootfs
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 LOCK = HERE / "controller-requirements.txt"
+PLACEMENT_LOCK = HERE / "placement-requirements.txt"
+"""What the placement service adds to LOCK (numpy), as a layer of its own."""
 VALIDATOR_LOCK = HERE / "validator-requirements.txt"
 """What the validator image installs on top of LOCK (nvidia-ml-py), as a layer of its own."""
 
@@ -55,6 +63,17 @@ ENTRY_SCRIPT = f"""#!/usr/bin/{PYTHON} -IBu
 import sys
 
 from fleetplane.cli import main
+
+sys.exit(main())
+""".encode()
+
+PLACEMENT_ENTRY = "usr/local/bin/fleetplane-placement"
+"""The placement service's entry point in the controller's image (the Deployment's command)."""
+PLACEMENT_ENTRY_SCRIPT = f"""#!/usr/bin/{PYTHON} -IBu
+# The FGD placement service Volcano's extender calls (`python -m placement`); flags as its --help.
+import sys
+
+from placement.cli import main
 
 sys.exit(main())
 """.encode()
@@ -243,6 +262,9 @@ SMOKE_IMPORTS = (
     "controller.upgrade.rollout",
     "controller.observe.kube",
     "controller.act.opa",
+    "placement.cli",
+    "placement.service",
+    "numpy",
 )
 """What the CronJob's pod runs must import in the image, as its user, before the image exists:
 a wheel that needs a system library the root filesystem lacks fails the build, not the pod."""
@@ -300,15 +322,15 @@ class PythonImage:
 
 CONTROLLER = PythonImage(
     name="controller",
-    locks=(LOCK,),
+    locks=(LOCK, PLACEMENT_LOCK),
     cmd=["controller", "reconcile"],
     description="fleetplane's in-cluster controller (`fleetplane controller reconcile`), run by "
-    "a CronJob",
+    "a CronJob, and its FGD placement service (`fleetplane-placement`), run by a Deployment",
     smoke_imports=SMOKE_IMPORTS,
 )
 VALIDATOR = PythonImage(
     name="validator",
-    locks=(LOCK, VALIDATOR_LOCK),
+    locks=(LOCK, PLACEMENT_LOCK, VALIDATOR_LOCK),
     cmd=["controller", "upgrade", "validate"],
     description="fleetplane's node validator (`fleetplane controller upgrade validate`: the NVML "
     "health check), run pinned to a GPU node after a driver upgrade or a remediation",
@@ -319,8 +341,12 @@ VALIDATOR = PythonImage(
 def build_controller(
     out: Path, *, rootfs_tar: Path, lock: Path = LOCK, project: Path = PROJECT, log=print
 ) -> Built:
-    """The controller's image as an OCI layout in `out`."""
-    spec = CONTROLLER if lock == LOCK else dataclasses.replace(CONTROLLER, locks=(lock,))
+    """The controller's image (and the placement service's) as an OCI layout in `out`."""
+    spec = (
+        CONTROLLER
+        if lock == LOCK
+        else dataclasses.replace(CONTROLLER, locks=(lock, *CONTROLLER.locks[1:]))
+    )
     return build_python_image(out, spec, rootfs_tar=rootfs_tar, project=project, log=log)
 
 
@@ -390,6 +416,7 @@ def build_python_image(
         app_extra = [
             *passwd_entries("nonroot", CONTROLLER_UID),
             oci.Entry(path="usr/local/bin/fleetplane", data=ENTRY_SCRIPT, mode=0o755),
+            oci.Entry(path=PLACEMENT_ENTRY, data=PLACEMENT_ENTRY_SCRIPT, mode=0o755),
             oci.Entry(path="tmp", kind="dir", mode=0o1777),
         ]
         layers = [

@@ -15,8 +15,8 @@ DEFAULT_OUT = Path(".fleet") / "images"
 def add_parser(subparsers: Any) -> None:
     image: argparse.ArgumentParser = subparsers.add_parser(
         "image",
-        help="build the controller's, the validator's, OPA's and the Pushgateway's OCI images "
-        "(reproducible, with an SBOM)",
+        help="build the controller's (with the placement service), the validator's, OPA's and "
+        "the Pushgateway's OCI images (reproducible, with an SBOM)",
         description="The platform's images, built from Debian's packages and the lock file, "
         f"without a base image or a container daemon. {EXIT_CODES}",
     )
@@ -24,9 +24,9 @@ def add_parser(subparsers: Any) -> None:
     build = actions.add_parser(
         "build",
         help="build the images into OCI layouts (each with its SBOM)",
-        description="Build OCI image layouts: OUT/controller, OUT/validator (the controller's "
-        "image plus nvidia-ml-py, for the validator pod), OUT/opa and OUT/pushgateway, each with "
-        "its SBOM "
+        description="Build OCI image layouts: OUT/controller (also the placement service's: "
+        "fleetplane-placement), OUT/validator (the controller's image plus nvidia-ml-py, for "
+        "the validator pod), OUT/opa and OUT/pushgateway, each with its SBOM "
         "(OUT/NAME.cdx.json), and print their digests and sizes. Needs "
         f"root and mmdebstrap. {EXIT_CODES}",
     )

@@ -13,8 +13,10 @@ on arrays of node states so that every candidate node of a pod is scored at once
   fragmentation over the workload); FGD places a pod where it grows least, scored
   floor(100 x sigmoid((before - after) / 1000)).
 
-This module is the one definition: the placement service scores Volcano's candidate nodes with
-it, and the replay's pack mode measures and places with it.
+This module is the one vectorised definition: the placement service scores Volcano's candidate
+nodes with it, and the replay's pack mode (replay/pack/fragmentation.py, which keeps each node's
+counts between placements) measures and places with it. The typical pods are chosen by
+`fleet.fragmentation`, the plain-Python measure the controller exports.
 """
 
 from __future__ import annotations
@@ -24,11 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MILLI = 1000
-"""Milli-GPUs in one GPU."""
-POPULARITY = 0.95
-"""Share of the workload's pods the typical pods cover (the simulator's experiments:
-`--pod-popularity-threshold 95`)."""
+from fleet.fragmentation import MILLI, PodShape, typical_of_counts
 
 
 @dataclass(frozen=True)
@@ -69,31 +67,26 @@ class TypicalPods:
 
 
 def typical_pods(counts: Iterable[tuple[Shape, float]]) -> TypicalPods:
-    """The typical pods of a workload given as (shape, how many pods) pairs."""
-    merged: dict[Shape, float] = {}
-    for shape, count in counts:
-        if count > 0:
-            merged[shape] = merged.get(shape, 0.0) + count
-    if not merged:
+    """The typical pods of a workload given as (shape, how many pods) pairs: the shared
+    selection (`fleet.fragmentation.typical_of_counts`, the simulator's ranking) as arrays."""
+    chosen = typical_of_counts(
+        (
+            PodShape(
+                num_gpu=s.num_gpu, gpu_milli=s.gpu_milli, cpu_milli=s.cpu_milli, models=s.gpu_spec
+            ),
+            count,
+        )
+        for s, count in counts
+    )
+    if not chosen:
         raise ValueError("a workload without pods has no typical pods")
-    # Most common first; equal counts larger shape first (the simulator sorts its list in
-    # reverse of (count, cpu, milli, count of GPUs, models)).
-    ranked = sorted(merged.items(), key=lambda kv: (kv[1], kv[0].key()))[::-1]
-    total = sum(merged.values())
-    chosen: list[tuple[Shape, float]] = []
-    covered = 0.0
-    for shape, count in ranked:
-        if covered >= POPULARITY * total:
-            break
-        chosen.append((shape, count))
-        covered += count
-    weight = np.array([c for _, c in chosen], dtype=float)
+    weight = np.array([t.weight for t in chosen], dtype=float)
     return TypicalPods(
-        cpu=np.array([s.cpu_milli for s, _ in chosen], dtype=np.int64),
-        milli=np.array([s.gpu_milli if s.num_gpu else 0 for s, _ in chosen], dtype=np.int64),
-        num_gpu=np.array([s.num_gpu for s, _ in chosen], dtype=np.int64),
+        cpu=np.array([t.shape.cpu_milli for t in chosen], dtype=np.int64),
+        milli=np.array([t.shape.gpu_milli for t in chosen], dtype=np.int64),
+        num_gpu=np.array([t.shape.num_gpu for t in chosen], dtype=np.int64),
         weight=weight / weight.sum(),
-        specs=tuple(s.gpu_spec for s, _ in chosen),
+        specs=tuple(t.shape.models for t in chosen),
     )
 
 
@@ -123,6 +116,56 @@ def fragmentation(
     runs &= t.gpu[None, :]
     per_shape = np.where(runs, stranded, left_total[:, None])
     return np.asarray(per_shape @ t.weight, dtype=float)
+
+
+def after_whole(
+    typical: TypicalPods,
+    *,
+    room: np.ndarray,
+    stranded: np.ndarray,
+    left_total: np.ndarray,
+    cpu_left: np.ndarray,
+    accepts: np.ndarray,
+    num_gpu: int,
+    cpu_milli: int,
+) -> np.ndarray:
+    """Fragmentation of K node states after a pod takes `num_gpu` wholly free GPUs (or none)
+    and `cpu_milli`: each shape loses that many GPUs with room; no GPU becomes too small."""
+    return fragmentation(
+        typical,
+        room=room - num_gpu,
+        stranded=stranded,
+        left_total=left_total - num_gpu * MILLI,
+        cpu_left=cpu_left - cpu_milli,
+        accepts=accepts,
+    )
+
+
+def after_share(
+    typical: TypicalPods,
+    *,
+    room: np.ndarray,
+    stranded: np.ndarray,
+    left_total: np.ndarray,
+    cpu_left: np.ndarray,
+    accepts: np.ndarray,
+    gpu_left: np.ndarray,
+    milli: int,
+    cpu_milli: int,
+) -> np.ndarray:
+    """Fragmentation of K node states after a share of `milli` goes to a GPU with
+    `gpu_left[k]` free (K): only that GPU's standing changes."""
+    shape_milli = typical.milli[None, :]
+    before = gpu_left[:, None]
+    after = before - milli
+    return fragmentation(
+        typical,
+        room=room - (before >= shape_milli) + (after >= shape_milli),
+        stranded=stranded - before * (before < shape_milli) + after * (after < shape_milli),
+        left_total=left_total - milli,
+        cpu_left=cpu_left - cpu_milli,
+        accepts=accepts,
+    )
 
 
 def sigmoid_score(reduction: np.ndarray) -> np.ndarray:
@@ -168,41 +211,34 @@ def scores(typical: TypicalPods, nodes: Nodes, demand: Demand) -> tuple[np.ndarr
         cpu_left=nodes.cpu_left,
         accepts=nodes.accepts,
     )
-    cpu_after = nodes.cpu_left - demand.cpu_milli
     gpu_pick = np.full(n, -1, dtype=np.int64)
     if not demand.shared:
-        # Whole GPUs (or none): each shape loses that many GPUs with room, none becomes too
-        # small.
-        after = fragmentation(
+        after = after_whole(
             typical,
-            room=room - demand.num_gpu,
+            room=room,
             stranded=stranded,
-            left_total=left_total - demand.num_gpu * MILLI,
-            cpu_left=cpu_after,
+            left_total=left_total,
+            cpu_left=nodes.cpu_left,
             accepts=nodes.accepts,
+            num_gpu=demand.num_gpu,
+            cpu_milli=demand.cpu_milli,
         )
         out = sigmoid_score(before - after)
         if demand.num_gpu:
             out = np.where((nodes.gpu_left == MILLI).sum(axis=1) >= demand.num_gpu, out, -1)
         return out, gpu_pick
-    # A share: every GPU with room is a candidate; only its own standing changes.
+    # A share: every GPU with room is a candidate (N x G states, node-major).
     width = nodes.gpu_left.shape[1]
-    shape_milli = typical.milli[None, None, :]
-    left = nodes.gpu_left[:, :, None]
-    fits_before = left >= shape_milli
-    after_left = left - demand.gpu_milli
-    fits_after = after_left >= shape_milli
-    room_after = room[:, None, :] - fits_before + fits_after
-    stranded_after = (
-        stranded[:, None, :] - left * ~fits_before + after_left * ~fits_after
-    )  # N x G x T
-    after = fragmentation(
+    after = after_share(
         typical,
-        room=room_after.reshape(n * width, -1),
-        stranded=stranded_after.reshape(n * width, -1),
-        left_total=np.repeat(left_total - demand.gpu_milli, width),
-        cpu_left=np.repeat(cpu_after, width),
+        room=np.repeat(room, width, axis=0),
+        stranded=np.repeat(stranded, width, axis=0),
+        left_total=np.repeat(left_total, width),
+        cpu_left=np.repeat(nodes.cpu_left, width),
         accepts=np.repeat(nodes.accepts, width, axis=0),
+        gpu_left=nodes.gpu_left.reshape(-1),
+        milli=demand.gpu_milli,
+        cpu_milli=demand.cpu_milli,
     ).reshape(n, width)
     pair = sigmoid_score(before[:, None] - after)
     pair = np.where(nodes.gpu_left >= demand.gpu_milli, pair, -1)

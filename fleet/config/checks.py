@@ -12,6 +12,7 @@ from fleet import catalog, labels
 from fleet.config.clusters import ClusterConfig, PoolConfig
 from fleet.config.errors import Problem
 from fleet.config.schema import FleetConfig
+from fleet.placement import service_image
 from fleet.problems import grace_longer_than_window
 
 
@@ -437,6 +438,17 @@ def _check_settings(config: FleetConfig, add: Any) -> None:
             "required for a CronJob that runs: the validator pod's image by digest "
             "(REPOSITORY@sha256:..., the `validator` image `fleetplane image build` prints; the "
             "controller's image has no NVML binding)",
+        )
+    volcano = config.volcano
+    if (
+        volcano.placement == "fgd"
+        and not volcano.placement_url
+        and service_image(volcano.placement_image, controller.image) is None
+    ):
+        add(
+            "volcano.placement_image",
+            "placement: fgd needs the service's image by digest (by default the controller's, "
+            "controller.image, which carries it) or placement_url (a service running elsewhere)",
         )
     gateway = config.observability.pushgateway
     if gateway.deploy and gateway.image is None:

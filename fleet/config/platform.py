@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from fleet import catalog
 from fleet.config.base import ConfigModel, ImageByDigest, Name, NamespaceName
@@ -60,20 +60,13 @@ class VolcanoConfig(ConfigModel):
     and decide alone while the service is down or slow (docs/placement.md). Default volcano."""
     placement_image: ImageByDigest | None = None
     """The placement service's image by digest, for `placement: fgd` (a Deployment and Service
-    in the release's namespace). Default None."""
+    in the release's namespace). Default None: the controller's image (`controller.image`),
+    which `fleetplane image build` builds with the service in it (`fleetplane-placement`); an
+    image of its own must run the service as its `/usr/local/bin/fleetplane-placement`."""
     placement_url: str | None = Field(default=None, pattern=r"^https?://[^/]+/?$")
     """With `placement: fgd`, the base URL of a placement service that runs elsewhere (the
     local fleet's, on loopback): no Deployment is declared, the scheduler calls this URL.
     Default None."""
-
-    @model_validator(mode="after")
-    def _placement_runs_somewhere(self) -> VolcanoConfig:
-        if self.placement == "fgd" and self.placement_image is None and not self.placement_url:
-            raise ValueError(
-                "placement: fgd needs placement_image (the service's image by digest) or "
-                "placement_url (a service running elsewhere)"
-            )
-        return self
 
 
 class AdmissionFrontConfig(ConfigModel):

@@ -24,6 +24,8 @@ import numpy as np
 from replay.pack.cluster import Cluster
 from replay.pack.fragmentation import Fragmentation, typical_pods
 from replay.pack.policies import POLICIES, Context, Policy
+from replay.pack.service import NAME as FGD_SERVICE
+from replay.pack.service import FgdService
 from replay.pack.volcano import (
     PER_SHAPE,
     SHIPPED,
@@ -84,6 +86,8 @@ def arrivals(
 
 
 def policy_named(name: str) -> Policy:
+    if name == FGD_SERVICE:
+        return FgdService()
     if name == "volcano":
         return VolcanoScoring()
     if name.startswith("volcano:"):
@@ -116,14 +120,14 @@ def volcano_variant(name: str) -> VolcanoWeights:
 
 
 def known_policies() -> list[str]:
-    return [*POLICIES, "volcano", *(f"volcano:{v}" for v in VOLCANO_VARIANTS)]
+    return [*POLICIES, "volcano", *(f"volcano:{v}" for v in VOLCANO_VARIANTS), FGD_SERVICE]
 
 
 def run_once(pods: Sequence[PodRequest], nodes: Sequence[TraceNode], policy: str, seed: int) -> Run:
     began, cpu_began = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
     cluster = Cluster(nodes)
-    fragmentation = Fragmentation(cluster, typical_pods(pods, cluster.models))
+    fragmentation = Fragmentation(cluster, typical_pods(pods))
     ctx = Context(cluster=cluster, rng=rng, fragmentation=fragmentation)
     place = policy_named(policy)
     order = arrivals(pods, cluster.capacity_milli, rng)

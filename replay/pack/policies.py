@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement.fgd import sigmoid_score
 from replay.pack.cluster import MILLI, Cluster, Demand
 from replay.pack.fragmentation import Fragmentation
 
@@ -122,17 +123,8 @@ def fgd(ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
     c, frag = ctx.cluster, ctx.fragmentation
     assert frag is not None, "fgd needs the cluster's fragmentation"
     if not d.shared:
-        if d.num_gpu == 0:
-            after = frag.amount(
-                frag.room[nodes],
-                frag.stranded[nodes],
-                c.left_total[nodes],
-                c.cpu_left[nodes] - d.cpu,
-                frag.accepts[nodes],
-            )
-        else:
-            after = frag.after_whole(nodes, d.num_gpu, d.cpu)
-        scores = _sigmoid_score(frag.node[nodes] - after)
+        after = frag.after_whole(nodes, d.num_gpu, d.cpu)
+        scores = sigmoid_score(frag.node[nodes] - after)
         node = best_of(nodes, scores)
         return node, gpus_for(ctx, node, d)
     # A share: every (node, GPU) pair with room, one per distinct room on a node (GPUs with
@@ -143,7 +135,7 @@ def fgd(ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
     rows, gpus = np.nonzero(candidate)
     at = nodes[rows]
     after = frag.after_share(at, left[rows, gpus], d.milli, d.cpu)
-    pair_scores = _sigmoid_score(frag.node[at] - after)
+    pair_scores = sigmoid_score(frag.node[at] - after)
     starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
     node_scores = np.maximum.reduceat(pair_scores, starts)
     node = best_of(at[starts], node_scores)
@@ -151,10 +143,6 @@ def fgd(ctx: Context, d: Demand, nodes: np.ndarray) -> Choice:
     best = pair_scores[mine].max()
     gpu = int(gpus[mine][pair_scores[mine] == best].min())
     return node, np.array([gpu])
-
-
-def _sigmoid_score(reduction: np.ndarray) -> np.ndarray:
-    return np.floor(100.0 / (1.0 + np.exp(-reduction / 1000.0))).astype(np.int64)
 
 
 POLICIES: dict[str, Policy] = {

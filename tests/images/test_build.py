@@ -108,9 +108,8 @@ def test_python_dependencies_are_exactly_the_lock_files(controller: build.Built)
     installed = sbom.python_packages(bom)
     locked = {
         sbom.normalise(name): version
-        for name, version in re.findall(
-            r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", build.LOCK.read_text(), re.M
-        )
+        for lock in (build.LOCK, build.PLACEMENT_LOCK)
+        for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", lock.read_text(), re.M)
     }
     # fleetplane itself is the SBOM's subject (metadata.component), not one of its components
     assert bom["metadata"]["component"]["name"] == "fleetplane"
@@ -183,12 +182,12 @@ def test_validator_is_the_controller_plus_the_nvml_binding(
     controller: build.Built, validator: build.Built
 ) -> None:
     """The validator image shares the controller's root filesystem and locked dependencies (the
-    same blobs), adds one layer with nvidia-ml-py, and its SBOM names exactly both lock files."""
+    same blobs), adds one layer with nvidia-ml-py, and its SBOM names exactly its lock files."""
     own = [layer.blob.digest for layer in controller.image.layers]
     theirs = [layer.blob.digest for layer in validator.image.layers]
-    assert theirs[:2] == own[:2]
+    assert theirs[:3] == own[:3]
     assert len(theirs) == len(own) + 1
-    added = validator.image.layers[2]
+    added = validator.image.layers[3]
     assert added.comment == f"pip install --require-hashes -r {build.VALIDATOR_LOCK.name}"
     blob = validator.image.layout / "blobs" / "sha256" / added.blob.digest.split(":")[1]
     with tarfile.open(blob) as tar:
@@ -199,8 +198,72 @@ def test_validator_is_the_controller_plus_the_nvml_binding(
     installed = sbom.python_packages(json.loads(validator.sbom.read_text()))
     locked = {
         sbom.normalise(name): version
-        for lock in (build.LOCK, build.VALIDATOR_LOCK)
+        for lock in (build.LOCK, build.PLACEMENT_LOCK, build.VALIDATOR_LOCK)
         for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", lock.read_text(), re.M)
     }
     assert installed == locked
     assert "nvidia-ml-py" in installed
+
+
+def test_the_controller_image_serves_placement_as_its_user(
+    controller: build.Built, tmp_path: Path
+) -> None:
+    """`fleetplane-placement` (what the placement Deployment runs) starts from the image's own
+    files as its non-root user, learns nothing it was not sent, and scores Volcano's request
+    with the image's numpy."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from fleet.placement import ENTRYPOINT, HEALTH_PATH
+    from tests.placement.test_service import node, post, task
+
+    config = _config(controller.image)["config"]
+    assert config["Labels"]["org.opencontainers.image.description"].count("fleetplane-placement")
+    root = tmp_path / "root"
+    root.mkdir()
+    for layer in controller.image.layers:
+        blob = controller.image.layout / "blobs" / "sha256" / layer.blob.digest.split(":")[1]
+        subprocess.run(["tar", "-x", "--numeric-owner", "-f", blob, "-C", root], check=True)
+    assert f"/{build.PLACEMENT_ENTRY}" == ENTRYPOINT  # what the Deployment runs
+    assert (root / build.PLACEMENT_ENTRY).stat().st_mode & 0o111
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uid = build.CONTROLLER_UID
+    command = ["chroot", f"--userspec={uid}:{uid}", root, f"/{build.PLACEMENT_ENTRY}"]
+    service = subprocess.Popen(
+        [*map(str, command), "--host=127.0.0.1", f"--port={port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert service.poll() is None, service.communicate()[0]
+            try:
+                with urllib.request.urlopen(url + HEALTH_PATH, timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the service did not answer in 60 s"
+                time.sleep(0.2)
+        answer = post(
+            url + "/prioritize",
+            {
+                "task": task("w", 4000, 1),
+                "nodes": [
+                    node("a", gpus=8, idle_gpus=8, cpu=96000, idle_cpu=96000, model="V100M16"),
+                    node("b", gpus=8, idle_gpus=1, cpu=96000, idle_cpu=12000, model="V100M16"),
+                ],
+            },
+        )
+    finally:
+        service.terminate()
+        service.wait(timeout=10)
+    assert answer["errorMessage"] == ""
+    # FGD fills the node whose last GPU a typical pod could not use anyway
+    assert answer["nodeScore"]["b"] > answer["nodeScore"]["a"]

@@ -24,7 +24,7 @@ class FgdModel:
 
     def typical(self, c: Cluster) -> TypicalPods:
         if c.models not in self._typical:
-            self._typical[c.models] = typical_pods(self.workload, c.models)
+            self._typical[c.models] = typical_pods(self.workload)
         return self._typical[c.models]
 
     def fitting(self, c: Cluster, d: Demand) -> np.ndarray:

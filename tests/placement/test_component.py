@@ -11,8 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from components.volcano import Volcano, VolcanoArgs
-from fleet.config import FleetConfig, load_stack_config
-from fleet.placement import PORT, SCORE_SCALE, service_url
+from fleet.config import FleetConfig, check_fleet, load_stack_config
+from fleet.placement import ENTRYPOINT, PORT, SCORE_SCALE, service_url
 from tests.components.component_testkit import REPO_ROOT, run_program
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -84,11 +84,27 @@ def test_a_service_elsewhere_is_called_and_not_declared(prod: FleetConfig) -> No
     assert not [r for r in result.registrations if "placement" in r.name]
 
 
+def test_fgd_runs_the_controllers_image_unless_told_otherwise(prod: FleetConfig) -> None:
+    """`fleetplane image build` builds the service into the controller's image: with no
+    placement_image, the Deployment runs that image's `fleetplane-placement`."""
+    assert prod.controller.image is not None
+    result = declared(with_volcano(prod, placement="fgd"))
+    deployment = next(
+        r for r in result.registrations if "placement" in r.name and r.typ.endswith(":Deployment")
+    )
+    (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == prod.controller.image
+    assert container["command"] == [ENTRYPOINT, f"--port={PORT}"]
+
+
 def test_fgd_without_an_image_or_a_url_is_refused(prod: FleetConfig) -> None:
     document = prod.model_dump(mode="json")
     document["volcano"]["placement"] = "fgd"
-    with pytest.raises(ValidationError, match="placement_image"):
-        FleetConfig.model_validate(document)
+    assert check_fleet(FleetConfig.model_validate(document)) == []  # the controller's image
+    document["controller"]["image"] = None
+    document["controller"]["suspend"] = True
+    problems = check_fleet(FleetConfig.model_validate(document))
+    assert [p.path for p in problems] == ["volcano.placement_image"]
     document["volcano"]["placement_image"] = "registry.example/placement:latest"
     with pytest.raises(ValidationError, match="by digest"):
         FleetConfig.model_validate(document)

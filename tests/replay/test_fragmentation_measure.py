@@ -25,7 +25,7 @@ def test_pack_modes_fragmentation_is_the_shared_measure() -> None:
     nodes = read_nodes(PACKAGED_TRACE_DIR / DEFAULT_NODE_FILE)[::10]
     pods = read_pod_requests(PACKAGED_TRACE_DIR / "openb_pod_list_gpuspec33.csv")
     cluster = Cluster(nodes)
-    measure = Fragmentation(cluster, pack_typical_pods(pods, cluster.models))
+    measure = Fragmentation(cluster, pack_typical_pods(pods))
     ctx = Context(cluster=cluster, rng=np.random.default_rng(1), fragmentation=measure)
     policy = VolcanoScoring()
     for pod in pods[:600]:

@@ -29,21 +29,21 @@ def request(
     )
 
 
-def half_and_whole(models: int) -> TypicalPods:
-    """Two typical pods, equally common: half a GPU, and one whole GPU."""
+def half_and_whole() -> TypicalPods:
+    """Two typical pods, equally common: half a GPU, and one whole GPU, on any model."""
     return TypicalPods(
         cpu=np.array([1000, 1000]),
         milli=np.array([500, 1000]),
         num_gpu=np.array([1, 1]),
         weight=np.array([0.5, 0.5]),
-        accepts=np.ones((2, models), dtype=bool),
+        specs=((), ()),
     )
 
 
 def test_fragmentation_and_fgd_by_hand() -> None:
     cluster = Cluster([NODE])
     cluster.place(0, cluster.demand(request("seven-tenths", milli=700)), np.array([1]))
-    frag = Fragmentation(cluster, half_and_whole(len(cluster.models)))
+    frag = Fragmentation(cluster, half_and_whole())
     # GPUs free: [1000, 300]. Both typical pods still fit (GPU 0), and GPU 1's 300 is too
     # small for either: 0.5 x 300 + 0.5 x 300.
     assert frag.node[0] == pytest.approx(300.0)
@@ -66,7 +66,7 @@ def test_a_pod_that_names_a_model_fits_only_that_model() -> None:
 def test_typical_pods_cover_95_percent_most_common_first() -> None:
     pods = [request(f"a{i}") for i in range(90)] + [request(f"b{i}", milli=500) for i in range(6)]
     pods += [request(f"c{i}", gpus=8) for i in range(4)]
-    typical = typical_pods(pods, ["T4"])
+    typical = typical_pods(pods)
     assert typical.milli.tolist() == [1000, 500]  # 96 of 100 pods; the 8-GPU shape is left out
     assert typical.weight.tolist() == pytest.approx([90 / 96, 6 / 96])
 
