@@ -11,7 +11,7 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,16 @@ CORPUS_CONFIG = Path(__file__).parents[2] / "policyreview/corpus/config.json"
 
 @contextmanager
 def gated_namespace(
-    kube: LocalCluster, work: Path, prefix: str, *, front: bool = False
+    kube: LocalCluster,
+    work: Path,
+    prefix: str,
+    *,
+    front: bool = False,
+    data: Callable[[str], dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """A new namespace of the team `research` behind the gate; removed on exit. With `front`,
-    the webhook calls the admission front (controller/admission_front.py) before OPA."""
+    the webhook calls the admission front (controller/admission_front.py) before OPA. `data`
+    gives more OPA documents (path -> document) for the new namespace's name."""
     pem = server_bundle(["127.0.0.1"], validity_days=1)
     files = {}
     for key, name in (("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
@@ -47,6 +53,8 @@ def gated_namespace(
     opa.put_data("fleetplane/config", config)
     opa.put_data("fleetplane/approvals", fixture_approvals())
     opa.put_data("fleetplane/spend", {})
+    for path, document in (data(namespace) if data else {}).items():
+        opa.put_data(path, document)
     fleet = parse_fleet(copy.deepcopy(minimal_raw_fleet()))
     kube.kubectl("create", "namespace", namespace)
     name = f"{prefix}-gate-{namespace}"
