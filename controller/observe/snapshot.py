@@ -17,6 +17,7 @@ from typing import Any
 
 from controller.errors import NotFoundError
 from controller.log import Log
+from controller.observe.dra_claims import CLAIM_APIS, ClaimObject, claim_from_api
 from controller.observe.kube import KubeClient
 from controller.observe.model import (
     DecodeError,
@@ -62,6 +63,8 @@ class Snapshot:
     priority_classes: dict[str, int]
     volcano: list[VolcanoObject] = field(default_factory=list)
     workload_objects: list[WorkloadObject] = field(default_factory=list)
+    claims: list[ClaimObject] = field(default_factory=list)
+    """DRA ResourceClaims and ResourceClaimTemplates (observe/dra_claims.py)."""
     missing_apis: list[str] = field(default_factory=list)
     _node_index: dict[str, list[Pod]] | None = field(default=None, repr=False)
 
@@ -179,9 +182,19 @@ def take_snapshot(
             )
         return found
 
+    def claims() -> list[ClaimObject]:
+        found: list[ClaimObject] = []
+        for kind, (_, path) in CLAIM_APIS.items():
+            try:
+                found.extend(kube.list_objects(path, partial(claim_from_api, kind), limit=page))
+            except NotFoundError:
+                missing.append(path)  # a cluster without DRA
+        return found
+
     jobs: dict[str, Callable[[], Any]] = {
         "nodes": nodes,
         "workload_objects": workload_objects,
+        "claims": claims,
         "pdbs": listed("/apis/policy/v1/poddisruptionbudgets", pdb_from_api),
         "priority_classes": priority_classes,
         "volcano": volcano,
@@ -206,6 +219,7 @@ def take_snapshot(
         priority_classes=results["priority_classes"],
         volcano=results["volcano"],
         workload_objects=results["workload_objects"],
+        claims=results["claims"],
         missing_apis=missing,
     )
     log.info(
