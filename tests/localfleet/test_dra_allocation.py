@@ -1,0 +1,122 @@
+"""DRA on the local fleet (issue 30 item 5): the fake GPU nodes publish the ResourceSlices
+NVIDIA's DRA driver would (localfleet/dra_slices.py), and the pinned kube-scheduler allocates a
+pod's claim from them: the claim made from the pod's ResourceClaimTemplate (by
+kube-controller-manager's resourceclaim controller) is allocated two H100s of the node the pod
+is bound to, reserved for the pod, and kwok runs it. The controller's observer reads the
+allocation as the pod's claimed GPUs."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from controller.observe.dra_claims import CLAIM_APIS, claim_from_api, claimed_devices
+from controller.observe.kube import KubeClient
+from localfleet.controlplane import LocalCluster
+from localfleet.dra_slices import DRIVER
+
+pytestmark = pytest.mark.integration
+
+H100 = f"device.attributes['{DRIVER}'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def test_fake_gpu_nodes_publish_the_driver_s_slices(kube: LocalCluster) -> None:
+    slices = kube.get_json("resourceslices")["items"]
+    gpu_nodes = [
+        n["metadata"]["name"]
+        for n in kube.get_json("nodes")["items"]
+        if "nvidia.com/gpu" in n["status"].get("capacity", {})
+    ]
+    assert sorted(s["spec"]["nodeName"] for s in slices) == sorted(gpu_nodes)
+    device = slices[0]["spec"]["devices"][0]
+    assert {
+        "type",
+        "uuid",
+        "productName",
+        "brand",
+        "architecture",
+        "cudaComputeCapability",
+        "driverVersion",
+        "cudaDriverVersion",
+        "pcieBusID",
+    } <= set(device["attributes"])
+    assert "memory" in device["capacity"]
+    assert kube.get_json("deviceclass", DRIVER)["metadata"]["name"] == DRIVER
+
+
+def _pod(template: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": template}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                    "resources": {"claims": [{"name": "gpus"}]},
+                }
+            ],
+        },
+    }
+
+
+def test_the_scheduler_allocates_a_claim_on_a_fake_gpu_node(
+    kube: LocalCluster, namespace: str
+) -> None:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two-h100"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpus",
+                            "exactly": {
+                                "deviceClassName": DRIVER,
+                                "count": 2,
+                                "selectors": [{"cel": {"expression": H100}}],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    for obj in (template, _pod("two-h100")):
+        kube.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj))
+
+    def pod() -> dict[str, Any]:
+        return kube.get_json("pod", "trainer", "-n", namespace)
+
+    kube.wait_until(
+        "the pod with a claim Running on a fake GPU node",
+        lambda: pod()["status"].get("phase") == "Running",
+        time.monotonic() + 90,
+    )
+    running = pod()
+    node = kube.get_json("node", running["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    claims = kube.get_json("resourceclaims", "-n", namespace)["items"]
+    assert len(claims) == 1
+    allocation = claims[0]["status"]["allocation"]["devices"]["results"]
+    assert len(allocation) == 2
+    assert {r["driver"] for r in allocation} == {DRIVER}
+    assert {r["pool"] for r in allocation} == {running["spec"]["nodeName"]}
+    reserved = claims[0]["status"]["reservedFor"]
+    assert [r["uid"] for r in reserved] == [running["metadata"]["uid"]]
+
+    # the controller's observer counts the claim's GPUs for the pod
+    client = KubeClient.from_kubeconfig(str(kube.kubeconfig))
+    observed = client.list_objects(
+        CLAIM_APIS["ResourceClaim"][1], lambda raw: claim_from_api("ResourceClaim", raw)
+    )
+    held = claimed_devices([c for c in observed if c.namespace == namespace])
+    assert held == {running["metadata"]["uid"]: 2}
