@@ -17,7 +17,12 @@ from typing import Any
 
 from controller.errors import NotFoundError
 from controller.log import Log
-from controller.observe.dra_claims import CLAIM_APIS, ClaimObject, claim_from_api
+from controller.observe.dra_claims import (
+    CLAIM_APIS,
+    ClaimObject,
+    claim_from_api,
+    with_claimed_devices,
+)
 from controller.observe.kube import KubeClient
 from controller.observe.model import (
     DecodeError,
@@ -209,7 +214,9 @@ def take_snapshot(
         per_namespace = list(pool.map(pods_in, [ns.name for ns in namespaces]))
         results = {name: future.result() for name, future in futures.items()}
     results["namespaces"] = namespaces
-    results["pods"] = [pod for found in per_namespace for pod in found]
+    pods = [pod for found in per_namespace for pod in found]
+    # GPUs held through DRA claims join each pod's demand (observe/dra_claims.py).
+    results["pods"] = with_claimed_devices(pods, results["claims"])
     snapshot = Snapshot(
         taken_at=time.time(),
         nodes={node.name: node for node in results["nodes"]},

@@ -2,8 +2,8 @@
 NVIDIA's DRA driver would (localfleet/dra_slices.py), and the pinned kube-scheduler allocates a
 pod's claim from them: the claim made from the pod's ResourceClaimTemplate (by
 kube-controller-manager's resourceclaim controller) is allocated two H100s of the node the pod
-is bound to, reserved for the pod, and kwok runs it. The controller's observer reads the
-allocation as the pod's claimed GPUs."""
+is bound to, reserved for the pod, and kwok runs it. The controller's snapshot (pods listed as
+protobuf) keeps the pod, which has no GPU limit, and counts the claim's GPUs in its demand."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from controller.observe.dra_claims import CLAIM_APIS, claim_from_api, claimed_devices
 from controller.observe.kube import KubeClient
+from controller.observe.snapshot import take_snapshot
 from localfleet.controlplane import LocalCluster
 from localfleet.dra_slices import DRIVER
 
@@ -120,3 +121,7 @@ def test_the_scheduler_allocates_a_claim_on_a_fake_gpu_node(
     )
     held = claimed_devices([c for c in observed if c.namespace == namespace])
     assert held == {running["metadata"]["uid"]: 2}
+    snapshot = take_snapshot(client)
+    (seen,) = [p for p in snapshot.pods if p.uid == running["metadata"]["uid"]]
+    assert seen.demand == {"nvidia.com/gpu": 2}
+    assert seen.node_name == running["spec"]["nodeName"]
