@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -125,3 +126,59 @@ def test_the_scheduler_allocates_a_claim_on_a_fake_gpu_node(
     (seen,) = [p for p in snapshot.pods if p.uid == running["metadata"]["uid"]]
     assert seen.demand == {"nvidia.com/gpu": 2}
     assert seen.node_name == running["spec"]["nodeName"]
+
+
+def test_volcano_allocates_a_claim_of_a_pod_it_schedules(kube: LocalCluster, volcano: Any) -> None:
+    """Volcano 1.15's predicates plugin runs the upstream DynamicResources plugin (filter,
+    reserve, pre-bind) when the DynamicResourceAllocation feature gate is on, as it is by default
+    in the Kubernetes it vendors: the pinned vc-scheduler allocates the claim of a pod of a team
+    namespace (scheduled by Volcano) as kube-scheduler does."""
+    namespace = "vt-beta"
+    name = f"dra-{uuid.uuid4().hex[:6]}"
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": 2}}
+                    ]
+                }
+            }
+        },
+    }
+    pod = _pod(name)
+    pod["metadata"] = {
+        "name": name,
+        "annotations": {"scheduling.volcano.sh/queue-name": "vt-beta"},
+    }
+    try:
+        for obj in (template, pod):
+            kube.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj))
+
+        def placed() -> dict[str, Any]:
+            return kube.get_json("pod", name, "-n", namespace)
+
+        kube.wait_until(
+            "a Volcano-scheduled pod with a claim Running",
+            lambda: placed()["status"].get("phase") == "Running",
+            time.monotonic() + 120,
+        )
+        running = placed()
+        assert running["spec"]["schedulerName"] == "volcano"
+        claims = [
+            c
+            for c in kube.get_json("resourceclaims", "-n", namespace)["items"]
+            if any(o["uid"] == running["metadata"]["uid"] for o in c["metadata"]["ownerReferences"])
+        ]
+        (claim,) = claims
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 2 and {r["pool"] for r in results} == {running["spec"]["nodeName"]}
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [running["metadata"]["uid"]]
+    finally:
+        kube.kubectl("delete", "pod", name, "-n", namespace, "--wait=false", check=False)
+        kube.kubectl(
+            "delete", "resourceclaimtemplate", name, "-n", namespace, "--wait=false", check=False
+        )
