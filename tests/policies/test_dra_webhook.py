@@ -24,10 +24,8 @@ __all__ = ["gated"]  # the fixture, imported for pytest
 DRA_GPU = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
 
 
-def dra_deployment(name: str, replicas: int) -> dict[str, Any]:
-    pod = template(8)
+def deployment(name: str, replicas: int, pod: dict[str, Any]) -> dict[str, Any]:
     pod["metadata"]["labels"]["app"] = name
-    pod["spec"]["containers"][0]["resources"] = {"limits": {DRA_GPU: "8"}}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -38,6 +36,12 @@ def dra_deployment(name: str, replicas: int) -> dict[str, Any]:
             "template": pod,
         },
     }
+
+
+def dra_deployment(name: str, replicas: int) -> dict[str, Any]:
+    pod = template(8)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {DRA_GPU: "8"}}
+    return deployment(name, replicas, pod)
 
 
 def test_dra_gpus_are_counted_by_the_gate(kube: LocalCluster, gated: str) -> None:
@@ -73,19 +77,9 @@ def claim_template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def claiming_deployment(name: str, replicas: int, template_name: str) -> dict[str, Any]:
     """8 GPUs per pod through a claim template: no GPU limit, no model selector."""
     pod = template(0)
-    pod["metadata"]["labels"]["app"] = name
     pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template_name}]
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": pod,
-        },
-    }
+    return deployment(name, replicas, pod)
 
 
 @pytest.fixture(scope="module")
