@@ -98,6 +98,12 @@ def controller_cluster_rules() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*read, "patch"]},
         # PodDisruptionBudgets decide which victims and drains can go ahead
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
+        # DRA claims and templates: the gate's claim records and the GPUs a pod holds by claim
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+            "verbs": read,
+        },
         # is Karpenter already removing a node (a NodeClaim being deleted or gone)? then no
         # product actor takes it (controller/nodeflow/lock.py)
         {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get"]},

@@ -282,6 +282,8 @@ def webhook_rules(config: FleetConfig) -> list[dict[str, Any]]:
         _rule("scheduling.volcano.sh", ["v1beta1"], ["podgroups"]),
         # Disruption budgets that would leave the controller no eviction (issue 33).
         _rule("policy", ["v1"], ["poddisruptionbudgets"]),
+        # DRA claims, judged as device requests (issue 30 item 5, admission/dra_claims.rego).
+        _rule("resource.k8s.io", ["v1"], ["resourceclaims", "resourceclaimtemplates"]),
         *(
             _rule(kind.group, list(kind.versions), list(kind.resources))
             for operator in config.enabled_operators()

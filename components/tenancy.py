@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.dra_quota import dra_quota
 from components.kube import Manifest, declare_all, meta
 from fleet import labels
 from fleet.config import FleetConfig, TeamConfig
@@ -162,6 +163,7 @@ def team_manifests(config: FleetConfig, team: TeamConfig) -> list[Manifest]:
                 }
             )
         out += checkpoint_rbac(ns, team_label)
+        out += dra_quota(team, ns, team_label)  # claimed GPUs (components/dra_quota.py)
     return out
 
 

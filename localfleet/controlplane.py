@@ -30,6 +30,7 @@ from typing import Any
 
 from localfleet import binaries
 from localfleet.binaries import BIN_DIR, ROOT
+from localfleet.dra_slices import dra_objects
 from localfleet.pki import admin_kubeconfig, write_pki
 from localfleet.processes import alive, free_ports, gone_by, http_ok, spawn
 from localfleet.processes import free_port as free_port  # where tests and benchmarks import it
@@ -364,13 +365,17 @@ class LocalCluster:
         )
 
     def create_nodes(self, nodes: list[dict[str, Any]], *, timeout: float = 120.0) -> None:
-        """Create fake nodes and wait until KWOK reports every one of them Ready."""
+        """Create fake nodes, with the ResourceSlices NVIDIA's DRA driver would publish for their
+        GPUs (localfleet/dra_slices.py), and wait until KWOK reports every node Ready."""
         self.kubectl(
             "create",
             "-f",
             "-",
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}),
         )
+        published = dra_objects(nodes)
+        if published:
+            self.apply(published)
         names = {node["metadata"]["name"] for node in nodes}
         self.wait_until(
             f"{len(names)} fake nodes Ready (kwok)",

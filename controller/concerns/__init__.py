@@ -118,11 +118,16 @@ REGISTRY: tuple[Concern, ...] = (
         settings=("teams", "system_namespaces", "data.fleetplane.approvals"),
         decide=(
             "controller.decide.approvals",
+            "controller.decide.claim_records",
             "controller.decide.lineage",
             "controller.decide.records",
             "controller.decide.reservations",
         ),
-        act=("controller.act.admission_data", "controller.act.opa_files"),
+        act=(
+            "controller.act.admission_data",
+            "controller.act.claim_data",
+            "controller.act.opa_files",
+        ),
         step="controller.concerns.admission:run",
     ),
     Concern(

@@ -273,7 +273,8 @@ def accelerator_pod_from_api(raw: Any) -> Pod | None:
     def convert() -> Pod | None:
         spec = root_sections(raw)[1]
         demand = pod_demand(spec)
-        return _pod(raw, demand) if demand else None
+        # A pod with DRA claims is kept for the GPUs they hold (observe/dra_claims.py).
+        return _pod(raw, demand) if demand or spec.get("resourceClaims") else None
 
     return decoding("pod", raw, convert)
 

@@ -184,7 +184,8 @@ def accelerator_pod_from_proto(pod: Any) -> Pod | None:
 
     def convert() -> Pod | None:
         demand = pod_demand(pod.spec)
-        return _pod(pod, demand) if demand else None
+        # A pod with DRA claims is kept for the GPUs they hold (observe/dra_claims.py).
+        return _pod(pod, demand) if demand or len(pod.spec.resourceClaims) else None
 
     return _decoding("pod", pod, convert)
 

@@ -17,6 +17,12 @@ from typing import Any
 
 from controller.errors import NotFoundError
 from controller.log import Log
+from controller.observe.dra_claims import (
+    CLAIM_APIS,
+    ClaimObject,
+    claim_from_api,
+    with_claimed_devices,
+)
 from controller.observe.kube import KubeClient
 from controller.observe.model import (
     DecodeError,
@@ -63,6 +69,8 @@ class Snapshot:
     priority_classes: dict[str, int]
     volcano: list[VolcanoObject] = field(default_factory=list)
     workload_objects: list[WorkloadObject] = field(default_factory=list)
+    claims: list[ClaimObject] = field(default_factory=list)
+    """DRA ResourceClaims and ResourceClaimTemplates (observe/dra_claims.py)."""
     missing_apis: list[str] = field(default_factory=list)
     _node_index: dict[str, list[Pod]] | None = field(default=None, repr=False)
 
@@ -182,9 +190,19 @@ def take_snapshot(
         found.extend(list_operator_objects(kube, page, missing))
         return found
 
+    def claims() -> list[ClaimObject]:
+        found: list[ClaimObject] = []
+        for kind, (_, path) in CLAIM_APIS.items():
+            try:
+                found.extend(kube.list_objects(path, partial(claim_from_api, kind), limit=page))
+            except NotFoundError:
+                missing.append(path)  # a cluster without DRA
+        return found
+
     jobs: dict[str, Callable[[], Any]] = {
         "nodes": nodes,
         "workload_objects": workload_objects,
+        "claims": claims,
         "pdbs": listed("/apis/policy/v1/poddisruptionbudgets", pdb_from_api),
         "priority_classes": priority_classes,
         "volcano": volcano,
@@ -199,7 +217,9 @@ def take_snapshot(
         per_namespace = list(pool.map(pods_in, [ns.name for ns in namespaces]))
         results = {name: future.result() for name, future in futures.items()}
     results["namespaces"] = namespaces
-    results["pods"] = [pod for found in per_namespace for pod in found]
+    pods = [pod for found in per_namespace for pod in found]
+    # GPUs held through DRA claims join each pod's demand (observe/dra_claims.py).
+    results["pods"] = with_claimed_devices(pods, results["claims"])
     snapshot = Snapshot(
         taken_at=time.time(),
         nodes={node.name: node for node in results["nodes"]},
@@ -209,6 +229,7 @@ def take_snapshot(
         priority_classes=results["priority_classes"],
         volcano=results["volcano"],
         workload_objects=results["workload_objects"],
+        claims=results["claims"],
         missing_apis=missing,
     )
     log.info(

@@ -87,6 +87,7 @@ grants := {
 		{"methods": {"GET", "PUT", "PATCH"}, "path": ["v1", "data", "fleetplane", "spend"], "prefix": true},
 		{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "reservations"], "prefix": true},
 		{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "workloads"], "prefix": true},
+		{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "claims"], "prefix": true},
 		{"methods": {"GET"}, "path": ["v1", "data", "fleetplane", "approvals"], "prefix": true},
 		{"methods": {"PUT"}, "path": ["v1", "data", "fleetplane", "approvals", "*", "uid"], "prefix": false},
 	],

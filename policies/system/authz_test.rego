@@ -51,6 +51,8 @@ cases := {
 	"the controller drops a reservation": ["DELETE", "/v1/data/fleetplane/reservations/research/uid-1", controller_token, true],
 	"the controller keeps workload records": ["PATCH", "/v1/data/fleetplane/workloads", controller_token, true],
 	"the controller replaces every record at once": ["PUT", "/v1/data/fleetplane/workloads", controller_token, true],
+	"the controller keeps claim records": ["PATCH", "/v1/data/fleetplane/claims", controller_token, true],
+	"the webhook may not write claim records": ["PUT", "/v1/data/fleetplane/claims", null, false],
 	"the controller replaces every reservation at once": ["PUT", "/v1/data/fleetplane/reservations", controller_token, true],
 	"the controller reads the approvals it binds": ["GET", "/v1/data/fleetplane/approvals", controller_token, true],
 	"the controller may not bind approvals wholesale": ["PUT", "/v1/data/fleetplane/approvals", controller_token, false],

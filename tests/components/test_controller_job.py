@@ -117,6 +117,8 @@ def test_cluster_role_is_least_privilege(prod_controller) -> None:
         ("", "pods/eviction"): {"create"},
         ("", "namespaces"): {"get", "list", "watch", "patch"},
         ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
+        ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch"},
+        ("resource.k8s.io", "resourceclaimtemplates"): {"get", "list", "watch"},
         ("karpenter.sh", "nodeclaims"): {"get"},
         ("bus.volcano.sh", "commands"): {"create"},
         ("", "events"): {"create", "get", "patch"},

@@ -79,6 +79,9 @@ def test_policy_gate(
         ("batch.volcano.sh", "jobs"),
         ("scheduling.volcano.sh", "podgroups"),
         ("policy", "poddisruptionbudgets"),
+        # DRA claims, judged as device requests (issue 30 item 5)
+        ("resource.k8s.io", "resourceclaims"),
+        ("resource.k8s.io", "resourceclaimtemplates"),
         # What trusted controllers copy from (issue 33): Volcano's and the built-in operators'.
         ("batch.volcano.sh", "cronjobs"),
         ("flow.volcano.sh", "jobtemplates"),

@@ -206,8 +206,14 @@ def test_local_stack_lifecycle(
     }
     # Volcano's controllers add their own `root` and `default` queues beside the teams'.
     assert queues - {"root", "default"} == {"research", "serving", "analytics"}
-    # A team's quota is its queue's capability: no per-namespace ResourceQuota repeats it.
-    assert not cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
+    # A team's quota is its queue's capability: no per-namespace ResourceQuota repeats it. The
+    # only ResourceQuotas are the claimed-GPU ones of one-namespace teams, which the queue does
+    # not count (components/dra_quota.py).
+    quotas = cluster.get_json("resourcequota", "-A", "-l", "fleetplane.dev/team")["items"]
+    assert all(
+        set(q["spec"]["hard"]) == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices"}
+        for q in quotas
+    )
     analytics_queue = cluster.get_json("queues.scheduling.volcano.sh", "analytics")
     assert analytics_queue["spec"]["capability"]["nvidia.com/gpu"] == "16"
     classes = {pc["metadata"]["name"] for pc in cluster.get_json("priorityclasses")["items"]}

@@ -8,6 +8,7 @@ policyreview/corpus/reviews/ (tests/policies/corpus.py), the corpus that
 from __future__ import annotations
 
 from tests.policies.builders import Workload, batch, cpu, inference, notebook, training
+from tests.policies.dra_cases import DRA_CASES
 from tests.policies.lifetime_cases import LIFETIME_CASES
 from tests.policies.operator_cases import OPERATOR_CASES
 
@@ -285,3 +286,6 @@ CASES += OPERATOR_CASES
 
 # Issue 33's disruption budgets, unmodellable preemptors and relabels (lifetime_cases.py).
 CASES += LIFETIME_CASES
+
+# Issue 30's DRA claims (tests/policies/dra_cases.py).
+CASES += DRA_CASES

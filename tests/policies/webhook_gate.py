@@ -11,7 +11,7 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,14 @@ def gated_namespace(
     *,
     front: bool = False,
     replicas: list[OpaServer] | None = None,
+    data: Callable[[str], dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """A new namespace of the team `research` behind the gate; removed on exit. With `front`,
     the webhook calls the admission front (controller/admission_front.py) before OPA. With
     `replicas` (a list, filled here with the gate's OPA servers) the gate has a second OPA
     replica, with the same data, that the front does not ask but writes each entry to, as to
-    every replica of the gate's Service."""
+    every replica of the gate's Service. `data` gives more OPA documents (path -> document)
+    for the new namespace's name."""
     pem = server_bundle(["127.0.0.1"], validity_days=1)
     files = {}
     for key, name in (("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
@@ -56,6 +58,9 @@ def gated_namespace(
     opa.put_data("fleetplane/config", config)
     opa.put_data("fleetplane/approvals", fixture_approvals())
     opa.put_data("fleetplane/spend", {})
+    extra = data(namespace) if data else {}
+    for path, document in extra.items():
+        opa.put_data(path, document)
     fleet = parse_fleet(copy.deepcopy(minimal_raw_fleet()))
     kube.kubectl("create", "namespace", namespace)
     name = f"{prefix}-gate-{namespace}"
@@ -83,7 +88,7 @@ def gated_namespace(
     servers = [opa]
     if replicas is not None:
         second = OpaServer(work_dir=work / "opa-2").start()
-        for path in ("fleetplane/config", "fleetplane/approvals", "fleetplane/spend"):
+        for path in ("fleetplane/config", "fleetplane/approvals", "fleetplane/spend", *extra):
             second.put_data(path, opa.query(path))
         servers.append(second)
         replicas[:] = servers

@@ -1,5 +1,5 @@
 # Accelerator access rules: Every way a pod can reach an accelerator counts as
-# asking for one, and the only way the gate can count is resources.limits.
+# asking for one, and the gate counts resources.limits and DRA claims.
 # So a pod is refused when it could reach devices the limits do not name: the
 # NVIDIA runtime's device and feature variables in its environment (or a
 # ConfigMap or Secret that may set them, on a pod that lands on accelerator
@@ -7,8 +7,8 @@
 # toleration of the accelerator taints or a selection of accelerator nodes
 # without requesting an accelerator (on such a node the runtime exposes the
 # node's GPUs to an image that asks for them, e.g. CUDA images setting
-# NVIDIA_VISIBLE_DEVICES=all), dynamic resource allocation (resourceClaims:
-# what a claim allocates is not in the pod). spec.nodeName, which skips the
+# NVIDIA_VISIBLE_DEVICES=all). Dynamic resource allocation (resourceClaims) is
+# judged as a device request by the claim rules (dra_claims.rego). spec.nodeName, which skips the
 # scheduler, its taints and every placement rule, is refused for every pod by
 # the node-name rule (accelerators.rego). Host paths to device nodes are
 # refused by the host-path rule with every other hostPath.
@@ -143,20 +143,4 @@ accelerator_node_label(key) if key in lib.accelerator_node_labels
 accelerator_node_label(key) if {
 	some m in config.models
 	m.node_label == key
-}
-
-deny contains msg if {
-	pod_rules_apply
-	some f in facts
-	some place in resource_claims(f.spec)
-	msg := sprintf(
-		"accelerator-access: %s uses dynamic resource allocation (%s), which can allocate accelerators the gate cannot count; request accelerators in resources.limits",
-		[f.where, place],
-	)
-}
-
-resource_claims(spec) := {"spec.resourceClaims" | count(spec.resourceClaims) > 0} | {sprintf("%s[%d].resources.claims", [list, i]) |
-	some list in ["containers", "initContainers", "ephemeralContainers"]
-	some i, c in spec[list]
-	count(c.resources.claims) > 0
 }

@@ -72,9 +72,7 @@ access_cases := {
 		testing.pod(testing.with_spec(testing.cpu, {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"}]}]}}}})),
 		set(),
 	],
-	# Dynamic resource allocation and nodeName.
-	"resource claims": [testing.pod(testing.with_spec(testing.cpu, {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]})), {"accelerator-access"}],
-	"container claims": [testing.pod(cpu_with_container({"resources": {"claims": [{"name": "gpu"}]}})), {"accelerator-access"}],
+	# nodeName (dynamic resource allocation is judged by dra_claims.rego).
 	"cpu pod naming its node": [testing.pod(testing.with_spec(testing.cpu, {"nodeName": "gpu-node-1"})), {"node-name"}],
 	# Device nodes through the host's filesystem.
 	"host path to the gpus": [testing.pod(testing.with_spec(testing.cpu, {"volumes": [{"name": "dev", "hostPath": {"path": "/dev/nvidia0"}}]})), {"host-path"}],
@@ -91,8 +89,6 @@ test_accelerator_access_messages_say_what_to_do if {
 	some_message(access_cases["gpu container reaching the node's rdma network"][0], `accelerator-access: pod containers "main" sets NVIDIA_MOFED, which makes the NVIDIA container runtime mount device nodes the device plugin does not grant; remove it (or set it to "disabled")`)
 	some_message(access_cases["gpu pod with a prefix that could still spell a feature variable"][0], "without a prefix that rules out NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES, NVIDIA_MOFED,")
 	some_message(access_cases["cpu pod tolerating the gpu taint"][0], "tolerates the taint nvidia.com/gpu of accelerator nodes but requests no accelerator")
-	some_message(access_cases["resource claims"][0], "uses dynamic resource allocation (spec.resourceClaims)")
-	some_message(access_cases["container claims"][0], "containers[0].resources.claims")
 }
 
 test_accelerator_access_in_every_template if {

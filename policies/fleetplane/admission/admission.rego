@@ -13,6 +13,7 @@ package fleetplane.admission
 
 import data.fleetplane.config
 import data.fleetplane.lib
+import data.fleetplane.lib.claims
 import data.fleetplane.lib.workloads
 
 # METADATA
@@ -386,9 +387,12 @@ fact(t) := {
 	"quantities_ok": workloads.quantities_ok(entries),
 } if {
 	metadata := object.get(t.template, "metadata", {})
-	spec := object.get(t.template, "spec", {})
+
+	# DRA claims count as the GPU class's devices, their product as a model
+	# selection (lib/dra_claims.rego, dra_claims.rego).
+	spec := claims.with_claimed_model(object.get(t.template, "spec", {}), claim_records)
 	entries := workloads.containers(spec)
-	demand := workloads.demand(entries)
+	demand := claims.with_claims(workloads.demand(entries), spec, claim_records)
 
 	# The positive whole deadlines that bound the pods; the shortest applies.
 	deadlines := {d |

@@ -5,8 +5,8 @@
 # so the model, pool, approval, maximum, budget and preemption rules judge it
 # as they judge nvidia.com/gpu. The implicit resource of any other DeviceClass
 # is refused: the gate cannot know which devices such a class selects.
-# ResourceClaims and spec.resourceClaims stay refused by the accelerator-
-# access rule (access.rego) until claims are judged as device requests.
+# ResourceClaims, templates and spec.resourceClaims are judged as device
+# requests by the claim rules (dra_claims.rego).
 package fleetplane.admission
 
 import data.fleetplane.lib
