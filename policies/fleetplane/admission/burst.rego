@@ -26,10 +26,10 @@ burst_taint_key := "fleetplane.dev/burst-tier"
 #   What a toleration tolerates of the burst tiers' taint (NoSchedule, any
 #   tier): the key itself with any operator or value, or every taint (an
 #   empty key with Exists). Undefined for any other toleration.
-tolerated_burst_taint(toleration) := burst_taint_key if {
+tolerated_burst_taint(toleration) := sprintf("the burst tiers' taint %s", [burst_taint_key]) if {
 	object.get(toleration, "key", "") == burst_taint_key
 	object.get(toleration, "effect", "") in {"", "NoSchedule"}
-} else := "every taint, the burst tiers' included" if {
+} else := sprintf("every taint, the burst tiers' %s included", [burst_taint_key]) if {
 	object.get(toleration, "key", "") == ""
 	object.get(toleration, "operator", "Equal") == "Exists"
 	object.get(toleration, "effect", "") in {"", "NoSchedule"}
@@ -67,8 +67,8 @@ deny contains msg if {
 	tolerated := tolerated_burst_taint(toleration)
 	not toleration in kept_tolerations
 	msg := sprintf(
-		"burst-toleration: %s tolerates %s (%s); bursting is granted by the controller under the burst policy (budget headroom, workload type) when the team's work waits, so remove the toleration",
-		[f.where, tolerated, burst_taint_key],
+		"burst-toleration: %s tolerates %s; bursting is granted by the controller under the burst policy (budget headroom, workload type) when the team's work waits, so remove the toleration",
+		[f.where, tolerated],
 	)
 }
 

@@ -31,13 +31,13 @@ test_burst_tolerations[name] if {
 }
 
 test_burst_toleration_message_says_what_to_do if {
-	some_message(burst_cases["the on-demand tier"][0], "burst-toleration: pod tolerates fleetplane.dev/burst-tier (fleetplane.dev/burst-tier); bursting is granted by the controller under the burst policy")
+	some_message(burst_cases["the on-demand tier"][0], "burst-toleration: pod tolerates the burst tiers' taint fleetplane.dev/burst-tier; bursting is granted by the controller under the burst policy")
 	some_message(burst_cases["the on-demand tier"][0], "remove the toleration")
 }
 
 test_every_taint_names_the_burst_tiers_and_the_maintenance_taints if {
 	rev := burst_cases["every taint"][0]
-	some_message(rev, "burst-toleration: pod tolerates every taint, the burst tiers' included")
+	some_message(rev, "burst-toleration: pod tolerates every taint, the burst tiers' fleetplane.dev/burst-tier included")
 	"maintenance-toleration" in rules(rev)
 }
 
