@@ -265,7 +265,10 @@ CASES: list[tuple[str, Workload, set[str]]] = [
     (
         "training pod tolerating the on-demand burst tier",
         training().tolerate(
-            key="fleetplane.dev/burst-tier", operator="Equal", value="on-demand", effect="NoSchedule"
+            key="fleetplane.dev/burst-tier",
+            operator="Equal",
+            value="on-demand",
+            effect="NoSchedule",
         ),
         {"burst-toleration"},
     ),
