@@ -182,6 +182,8 @@ class Pod(PodFacts):
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
     required_affinity: tuple[dict[str, Any], ...] = ()
+    # Required pod (anti-)affinity: placement by other pods, which preemption does not model.
+    required_pod_affinity: bool = False
     grace_seconds: int | None = None
     containers: tuple[dict[str, Any], ...] = ()
     active_deadline_seconds: int | None = None
@@ -310,10 +312,18 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
         known = [e for e in ends if e is not None]
         finished = max(known) if known else None
     terms: Any = ()
+    required_pod_affinity = False
     if spec.get("affinity"):
-        node_affinity = object_field(
-            object_field(spec, "affinity", "spec"), "nodeAffinity", "spec.affinity"
+        affinity = object_field(spec, "affinity", "spec")
+        required_pod_affinity = any(
+            object_list(
+                object_field(affinity, kind, "spec.affinity"),
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                f"spec.affinity.{kind}",
+            )
+            for kind in ("podAffinity", "podAntiAffinity")
         )
+        node_affinity = object_field(affinity, "nodeAffinity", "spec.affinity")
         required = object_field(
             node_affinity,
             "requiredDuringSchedulingIgnoredDuringExecution",
@@ -343,6 +353,7 @@ def _pod(raw: Any, demand: dict[str, int] | None) -> Pod:
         node_selector=string_map_field(spec, "nodeSelector", "spec"),
         tolerations=tuple(plain(t) for t in object_list(spec, "tolerations", "spec")),
         required_affinity=tuple(plain(t) for t in terms),
+        required_pod_affinity=required_pod_affinity,
         grace_seconds=integer_field(spec, "terminationGracePeriodSeconds", "spec"),
         containers=tuple(_slim_container(c) for c in containers),
         active_deadline_seconds=integer_field(spec, "activeDeadlineSeconds", "spec"),

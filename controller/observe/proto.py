@@ -236,7 +236,12 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
         ]
         finished = max(known) if known else None
     terms: Any = ()
+    required_pod_affinity = False
     if spec.HasField("affinity"):
+        required_pod_affinity = bool(
+            spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution
+            or spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution
+        )
         node_affinity = spec.affinity.nodeAffinity
         if node_affinity.HasField("requiredDuringSchedulingIgnoredDuringExecution"):
             terms = node_affinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms
@@ -266,6 +271,7 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
         node_selector=_dict(spec.nodeSelector),
         tolerations=tuple(as_json(t) for t in spec.tolerations),
         required_affinity=tuple(as_json(t) for t in terms),
+        required_pod_affinity=required_pod_affinity,
         grace_seconds=(
             spec.terminationGracePeriodSeconds
             if spec.HasField("terminationGracePeriodSeconds")

@@ -14,8 +14,9 @@ from controller.decide.preempt import (
     select_victims,
     victim_order,
 )
+from controller.decide.preempt.plan import UNMODELLED_POD_AFFINITY
 from controller.decide.workloads import team_usage
-from controller.observe.model import DisruptionBudget, Node, Pod
+from controller.observe.model import DisruptionBudget, Node, Pod, pod_from_api
 from tests.controller.builders import (
     GPU_TOLERATIONS,
     NOW,
@@ -603,3 +604,49 @@ def test_a_later_preemptor_does_not_reuse_a_gangs_victims() -> None:
     taken = {v.pod.name for _, v in gang.gang.victims}
     assert taken == {"v1", "v2"}
     assert [v.pod.name for v in solo.options[0].victims] == ["v3"]
+
+
+@pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])
+def test_a_preemptor_with_required_pod_affinity_waits_and_evicts_nobody(kind: str) -> None:
+    # The gate admits required pod affinity for types that allow it; preemption cannot model
+    # it, so it would evict for the pod every pass while the pod never runs.
+    raw = waiting().raw()
+    term = {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": "kubernetes.io/hostname"}
+    raw["spec"]["affinity"] = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    preemptor = pod_from_api(raw)
+    assert preemptor.required_pod_affinity
+    got = plan_preemption(
+        [victim("v", 8).build(), preemptor],
+        {"n1": a_node("n1").gpus(8).build()},
+        [],
+        fleet(None),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+    )
+    assert got.preemptions == []
+    assert got.waiting == [(preemptor, UNMODELLED_POD_AFFINITY)]
+
+
+def test_a_preferred_pod_affinity_still_preempts() -> None:
+    raw = waiting().raw()
+    term = {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": "kubernetes.io/hostname"}
+    raw["spec"]["affinity"] = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term}
+            ]
+        }
+    }
+    preemptor = pod_from_api(raw)
+    assert not preemptor.required_pod_affinity
+    got = plan_preemption(
+        [victim("v", 8).build(), preemptor],
+        {"n1": a_node("n1").gpus(8).build()},
+        [],
+        fleet(None),
+        lambda p: p.priority,
+        NOW,
+        pending_seconds=600,
+    )
+    assert [p.preemptor.name for p in got.preemptions] == ["big"]

@@ -98,7 +98,16 @@ AFFINITY = {
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 5, "preference": {"matchExpressions": [{"key": "z", "operator": "Exists"}]}}
         ],
-    }
+    },
+    # Placement by other pods, which preemption does not model (decide.preempt.plan).
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"app": "other"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    },
 }
 TOLERATIONS = [
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -372,6 +381,7 @@ def test_pods_and_nodes_decode_the_same_from_protobuf_as_from_json(
     assert views["mig"].demand == {MIG: 2} and views["mig"].unschedulable_since
     assert views["tpu"].demand == {"google.com/tpu": 4}
     assert len(views["affine"].required_affinity) == 3
+    assert views["affine"].required_pod_affinity and not views["mig"].required_pod_affinity
     assert views["affine"].priority == 4321 and views["affine"].priority_class
     assert any(t.get("tolerationSeconds") == 0 for t in views["affine"].tolerations)
     owner = views["owned"].owner

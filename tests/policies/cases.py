@@ -262,6 +262,27 @@ CASES: list[tuple[str, Workload, set[str]]] = [
         training().tolerate(key="fleetplane.dev/gpu-unhealthy", operator="Exists"),
         {"maintenance-toleration"},
     ),
+    # issue 34: only the controller lets waiting work onto a burst tier, under the burst policy
+    (
+        "training pod tolerating the on-demand burst tier",
+        training().tolerate(
+            key="fleetplane.dev/burst-tier",
+            operator="Equal",
+            value="on-demand",
+            effect="NoSchedule",
+        ),
+        {"burst-toleration"},
+    ),
+    (
+        "inference deployment tolerating every burst tier",
+        inference().tolerate(key="fleetplane.dev/burst-tier", operator="Exists").as_deployment(),
+        {"burst-toleration"},
+    ),
+    (
+        "training pod tolerating every taint",
+        training().tolerate(operator="Exists"),
+        {"maintenance-toleration", "burst-toleration", "checkpoint"},
+    ),
     # issue 33: a rollout's surge is held (8 x 8 is the maximum; 2 surge pods go past it)
     (
         "approved training deployment surging past the type limit",

@@ -15,6 +15,11 @@ from controller.decide.preempt.workload_gangs import victim_gangs
 from controller.decide.workloads import gang_of, team_usage
 from controller.observe.model import DisruptionBudget, Node, Pod
 
+UNMODELLED_POD_AFFINITY = (
+    "required pod affinity or anti-affinity: where it may run depends on other pods, "
+    "which preemption does not model, so nothing is evicted for it"
+)
+
 
 def plan_preemption(
     pods: list[Pod],
@@ -71,6 +76,13 @@ def plan_preemption(
         key = gang_of(pod)
         if key is not None and key in handled:
             continue  # decided with its gang
+        if pod.required_pod_affinity:
+            # Where it may run depends on other pods' places, which the plan does not model:
+            # it would evict for the pod every pass without it ever running. Its gang waits too.
+            if key is not None:
+                handled.add(key)
+            plan.waiting.append((pod, UNMODELLED_POD_AFFINITY))
+            continue
         if key is not None:
             # Volcano makes a PodGroup for every pod it places, so most are gangs of one.
             members = gang_members.get(key, [pod])

@@ -232,7 +232,7 @@ spot_affinity(key, values) := affinity([{"matchExpressions": [{"key": key, "oper
 
 capacity_cases := {
 	"inference tolerating spot": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [testing.spot_toleration]})), "want": {"capacity-type"}},
-	"inference tolerating everything": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"operator": "Exists"}]})), "want": {"capacity-type", "maintenance-toleration"}},
+	"inference tolerating everything": {"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"operator": "Exists"}]})), "want": {"capacity-type", "maintenance-toleration", "burst-toleration"}},
 	"inference tolerating the spot key": {
 		"input": testing.pod(testing.with_spec(inference, {"tolerations": [{"key": "fleetplane.dev/capacity-type", "operator": "Exists"}]})),
 		"want": {"capacity-type"},

@@ -58,7 +58,7 @@ access_cases := {
 	"cpu pod taking a configmap whole": [testing.pod(cpu_with_container({"envFrom": [{"configMapRef": {"name": "settings"}}]})), set()],
 	# Tolerations and node selection without a request.
 	"cpu pod tolerating the gpu taint": [testing.pod(testing.with_spec(testing.cpu, {"tolerations": [gpu_toleration]})), {"accelerator-access"}],
-	"cpu pod tolerating every taint": [testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"operator": "Exists"}]})), {"accelerator-access", "maintenance-toleration"}],
+	"cpu pod tolerating every taint": [testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"operator": "Exists"}]})), {"accelerator-access", "maintenance-toleration", "burst-toleration"}],
 	"cpu pod tolerating the tpu taint": [testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"key": "google.com/tpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]})), {"accelerator-access"}],
 	"cpu pod tolerating another taint": [testing.pod(testing.with_spec(testing.cpu, {"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]})), set()],
 	"zero gpus tolerating the gpu taint": [testing.pod(testing.with_spec(testing.with_limits(testing.training, {"nvidia.com/gpu": "0"}), {"tolerations": [gpu_toleration]})), {"accelerator-access"}],

@@ -146,6 +146,7 @@ fast_base := {
 	object.get(spec, "ephemeralContainers", []) == []
 	is_array(object.get(spec, "tolerations", []))
 	not tolerates_maintenance(spec)
+	not tolerates_burst_tier(spec)
 	not unmodellable_placement(spec)
 	volumes := object.get(spec, "volumes", [])
 	is_array(volumes)
