@@ -69,8 +69,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outputs.update(FAKE_TOKEN if "role" in args.inputs else FAKE_TLS)
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return self.invokes.get(args.token, {})
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        return self.invokes.get(args.token, {}), []
 
 
 class _ListHandler(logging.Handler):
