@@ -310,10 +310,13 @@ def test_local_stack_lifecycle(
     stack.config_file.write_text(yaml.safe_dump(changed, sort_keys=False))
     steps = preview_steps(stack)
     assert {(step["op"], name_of(step["urn"])) for step in steps} == {
-        # the team's Volcano queue (its one quota), the rendered document that OPA and
+        # the team's Volcano queue (its quota), the rendered document that OPA and
         # the controller read, and the admission keeper, which reads it once at start (its
         # pod template carries the document's hash, so it rolls)
         ("update", "local-volcano-analytics"),
+        # analytics has one namespace, so its claimed GPUs have a ResourceQuota at the same
+        # quota (components/dra_quota.py)
+        ("update", "local-analytics-analytics-dra-devices"),
         ("update", "local-opa-fleetplane-system-fleetplane-opa-data"),
         ("update", "local-controller-fleetplane-system-fleetplane-controller-config"),
         ("update", "local-controller-fleetplane-system-fleetplane-controller-admission"),
