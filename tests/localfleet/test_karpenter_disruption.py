@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.errors import NotFoundError
+from controller.errors import ConflictError, NotFoundError
 from controller.nodeflow import lock
 from controller.observe.kube import KubeClient
 from localfleet.controlplane import LocalCluster
@@ -86,29 +86,62 @@ def test_a_node_held_by_the_upgrade_is_not_consolidated_until_released(
     assert not karpenter_nodes(kube)
 
 
+KEEP = "test.fleetplane.dev/keep-while-watched"
+"""The test's own finalizer on the node: Karpenter-kwok can taint, drain and delete an empty
+node within one poll (seen under load in CI), so the node object stays, marked as being
+deleted, until the test has seen the mark and tried the lock."""
+
+
+def set_keep(client: KubeClient, name: str, keep: bool) -> None:
+    """Add or drop the test's finalizer, leaving Karpenter's own (resourceVersion-guarded)."""
+    while True:
+        node = node_or_none(client, name)
+        if node is None:
+            return
+        metadata = node["metadata"]
+        others = [f for f in metadata.get("finalizers") or () if f != KEEP]
+        try:
+            client.merge_patch(
+                f"/api/v1/nodes/{name}",
+                {
+                    "metadata": {
+                        "resourceVersion": metadata["resourceVersion"],
+                        "finalizers": [*others, KEEP] if keep else others,
+                    }
+                },
+            )
+            return
+        except ConflictError:
+            continue
+
+
 def test_a_node_karpenter_is_disrupting_is_not_taken_by_the_lock(
     kube: LocalCluster, karpenter: LocalKarpenter, namespace: str, client: KubeClient
 ) -> None:
     name = node_of_one_pod(kube, namespace, "going")
-    remove_pods(kube, namespace, "going")
+    set_keep(client, name, True)
+    try:
+        remove_pods(kube, namespace, "going")
 
-    # Watch the empty node closely until Karpenter marks it (its taint, or the node's deletion).
-    marked: dict[str, Any] | None = None
-    deadline = time.monotonic() + 120
-    while marked is None and time.monotonic() < deadline:
-        node = node_or_none(client, name)
-        assert node is not None, "the node went before its disruption could be seen"
-        if lock.karpenter_disrupting(node) is not None:
-            marked = node
-        time.sleep(0.1)
-    assert marked is not None, "Karpenter never began to disrupt the empty node"
+        # Watch the empty node until Karpenter marks it (its taint, or the node's deletion).
+        marked: dict[str, Any] | None = None
+        deadline = time.monotonic() + 120
+        while marked is None and time.monotonic() < deadline:
+            node = node_or_none(client, name)
+            assert node is not None, "the node went despite the test's finalizer"
+            if lock.karpenter_disrupting(node) is not None:
+                marked = node
+            time.sleep(0.1)
+        assert marked is not None, "Karpenter never began to disrupt the empty node"
 
-    why = lock.take(runtime(client, time.time()), "upgrade", name, lock.UPGRADE)
-    assert why is not None
-    assert "Karpenter" in why or "deleted" in why or "gone" in why
-    after = node_or_none(client, name)
-    if after is not None:
-        assert lock.HOLDER not in (after["metadata"].get("annotations") or {})
+        why = lock.take(runtime(client, time.time()), "upgrade", name, lock.UPGRADE)
+        assert why is not None
+        assert "Karpenter" in why or "deleted" in why or "gone" in why
+        after = node_or_none(client, name)
+        if after is not None:
+            assert lock.HOLDER not in (after["metadata"].get("annotations") or {})
+    finally:
+        set_keep(client, name, False)
     wait_for("the disrupted node removed", lambda: node_or_none(client, name) is None, 180)
 
 
