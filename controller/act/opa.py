@@ -27,7 +27,7 @@ import orjson
 import requests
 from requests.adapters import HTTPAdapter
 
-from controller.act.opa_patch import document_ops
+from controller.act.opa_patch import document_ops, write_whole
 from controller.errors import PermanentError, TemporaryError
 from controller.observe.endpoints import Endpoint
 
@@ -221,8 +221,9 @@ class Opa:
         """Bring `data.<path>` of OPA (`endpoints`: of each replica at its pod address, as
         `put_data_to`) to `document` by writing what differs from what it holds (controller/
         act/opa_patch.py): a GET, then a PATCH of the changed entries (none when nothing
-        changed), or a PUT of the whole document where it holds none or the PATCH is refused
-        (another writer changed it in between). Returns (what failed, one line per target;
+        changed), or a PUT of the whole document where it holds none, the difference is
+        large (controller/act/opa_patch.py `write_whole`) or the PATCH is refused (another
+        writer changed it in between). Returns (what failed, one line per target;
         the operations written)."""
         parts = urlsplit(self.url)
         targets = (
@@ -257,7 +258,7 @@ class Opa:
         ops = document_ops(current, document, depth)
         if not ops:
             return 0
-        if ops[0]["path"] != "":
+        if not write_whole(ops):
             patched = send("PATCH", orjson.dumps(ops), "application/json-patch+json")
             if patched.status_code == 204:
                 return len(ops)

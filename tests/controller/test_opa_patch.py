@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.act.opa_patch import document_ops, pointer
+from controller.act.opa_patch import PATCH_MAX_OPERATIONS, document_ops, pointer, write_whole
 from fleet.opa_anchors import package_anchors
 from fleet.opa_shards import SHARDS, split
 
@@ -65,6 +65,21 @@ def apply(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]
 
 def test_no_document_held_is_one_whole_write() -> None:
     assert document_ops(None, OLD, 3) == [{"op": "add", "path": "", "value": OLD}]
+
+
+def test_a_mass_change_is_one_whole_write() -> None:
+    """OPA's cost per patch operation grows with the patch: past the limit the document goes
+    whole, as a replica holding none does."""
+    old = {"team": {"workloads": {f"u{i}": {"usd": 1.0} for i in range(PATCH_MAX_OPERATIONS + 1)}}}
+    few = copy.deepcopy(old)
+    for i in range(PATCH_MAX_OPERATIONS):
+        few["team"]["workloads"][f"u{i}"] = {"usd": 2.0}
+    assert not write_whole(document_ops(old, few, 3))
+    many = copy.deepcopy(few)
+    many["team"]["workloads"][f"u{PATCH_MAX_OPERATIONS}"] = {"usd": 2.0}
+    assert write_whole(document_ops(old, many, 3))
+    assert write_whole(document_ops(None, many, 3))
+    assert not write_whole([])
 
 
 def test_pointer_escapes() -> None:

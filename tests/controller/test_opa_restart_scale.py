@@ -10,6 +10,7 @@ them, gives the same answers to the same reviews."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -126,6 +127,16 @@ def test_a_100000_pod_fleet_survives_an_opa_restart(
         team["workloads"][first] = {**team["workloads"][first], "usd": 1.0}
         assert controller.sync_data_here("fleetplane/reservations", reservations, 3, what="r") == 1
         assert cpu_seconds(pid) - spent < 2.0
+
+        # an hour's step moves every entry: one whole write, not a patch of 100,000 operations
+        # (which OPA applies in a time that grows faster than the operations: minutes)
+        moved = copy.deepcopy(reservations)
+        for entry in moved["research"]["workloads"].values():
+            entry["expires_at"] = entry["expires_at"] + 3600
+        spent = cpu_seconds(pid)
+        assert controller.sync_data_here("fleetplane/reservations", moved, 3, what="r") == 1
+        assert cpu_seconds(pid) - spent < 5.0
+        assert controller.sync_data_here("fleetplane/reservations", reservations, 3, what="r") == 1
 
         # kept for OPA's next start in ConfigMap parts, none over a ConfigMap's limit
         size, written = keep_shards(client, f"{namespace}/{KEPT}", "reservations", reservations)
