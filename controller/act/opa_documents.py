@@ -137,3 +137,15 @@ def keep_sharded(
         rt.done(concern, "keep", target, reason, bytes=size, parts_written=written)
 
     rt.guarded(concern, "keep", target, write)
+
+
+def publish_records(
+    rt: Runtime, concern: str, path: str, records: dict[str, dict[str, Any]], what: str
+) -> str:
+    """`publish` a document of records by namespace (`data.<path>[namespace][key]`: the
+    workload records, the DRA claim records), summed up as "N <what> in M namespaces"; returns
+    that summary (for `keep_sharded`)."""
+    count = sum(len(found) for found in records.values())
+    summary = f"{count} {what} in {len(records)} namespaces"
+    publish(rt, concern, path, records, summary)
+    return summary
