@@ -72,17 +72,30 @@ def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
                 verdict=judgement.verdict.value,
                 reason=judgement.reason,
             )
-    for target, reason in plan.held:
-        rt.log.info("idle.held", target=target.key, reason=reason)
-        rt.summary.action(CONCERN, "reclaim", "held")
-        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
-            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
+    hold(rt, plan.held, "idle")
     rt.each(plan.clear, lambda j: _guard(rt, "clear", j.pod.key, lambda: clear_warning(rt, j)))
     rt.each(plan.warn, lambda j: _guard(rt, "warn", j.pod.key, lambda: warn(rt, j)))
     done = rt.each(
         plan.reclaim, lambda i: _guard(rt, "reclaim", i.target.key, lambda: reclaim(rt, i))
     )
     return {j.pod.uid for item, ok in zip(plan.reclaim, done, strict=True) if ok for j in item.pods}
+
+
+def hold(
+    rt: Runtime,
+    held: Iterable[tuple[Target, str]],
+    logged_as: str,
+    *,
+    concern: str = CONCERN,
+    action: str = "reclaim",
+) -> None:
+    """The stops held back, with why: logged (`<logged_as>.held`) and counted as `action`'s;
+    also the lifetime concern's runtime stops (`act.maxruntime`)."""
+    for target, reason in held:
+        rt.log.info(f"{logged_as}.held", target=target.key, reason=reason)
+        rt.summary.action(concern, action, "held")
+        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
+            rt.out.write(f"DRY-RUN {concern}: would hold {target.key}: {reason}\n")
 
 
 def _guard(rt: Runtime, action: str, target: str, run: Any) -> bool:

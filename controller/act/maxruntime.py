@@ -11,7 +11,7 @@ scale to zero, suspend, abort a Volcano Job, delete a bare pod), with an Event
 
 from __future__ import annotations
 
-from controller.act.idle import pod_ref, stop_if_allowed
+from controller.act.idle import hold, pod_ref, stop_if_allowed
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.decide.maxruntime import RuntimeJudgement, RuntimePlan, StopPlan, Verdict
@@ -40,11 +40,7 @@ def act_on_runtime(rt: Runtime, plan: RuntimePlan) -> set[str]:
                 verdict=judgement.verdict.value,
                 reason=judgement.reason,
             )
-    for target, reason in plan.held:
-        rt.log.info("lifetime.runtime.held", target=target.key, reason=reason)
-        rt.summary.action(CONCERN, "runtime-stop", "held")
-        if rt.dry_run:
-            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
+    hold(rt, plan.held, "lifetime.runtime", concern=CONCERN, action="runtime-stop")
     rt.each(
         plan.warn,
         lambda j: rt.guarded(CONCERN, "runtime-warn", j.pod.key, lambda: warn(rt, j)),
