@@ -16,7 +16,13 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from controller.act.opa_documents import keep, keep_sharded, publish, put_everywhere
+from controller.act.opa_documents import (
+    keep,
+    keep_sharded,
+    publish,
+    publish_records,
+    put_everywhere,
+)
 from controller.act.runtime import Runtime
 from controller.decide.approvals import Binding, BindingPlan
 from controller.decide.reservations import ReservationPlan
@@ -28,9 +34,7 @@ RESERVATIONS_PATH = "fleetplane/reservations"
 
 
 def act_on_records(rt: Runtime, records: dict[str, dict[str, dict[str, Any]]]) -> None:
-    count = sum(len(found) for found in records.values())
-    summary = f"{count} scalable workloads in {len(records)} namespaces"
-    publish(rt, CONCERN, WORKLOADS_PATH, records, summary)
+    summary = publish_records(rt, CONCERN, WORKLOADS_PATH, records, "scalable workloads")
     keep_sharded(rt, CONCERN, "workloads", records, summary)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.act.opa_documents import publish
+from controller.act.opa_documents import publish_records
 from controller.act.runtime import Runtime
 
 CONCERN = "admission"
@@ -18,6 +18,4 @@ CLAIMS_PATH = "fleetplane/claims"
 
 
 def act_on_claim_records(rt: Runtime, records: dict[str, dict[str, dict[str, Any]]]) -> None:
-    count = sum(len(found) for found in records.values())
-    summary = f"{count} DRA claims and templates in {len(records)} namespaces"
-    publish(rt, CONCERN, CLAIMS_PATH, records, summary)
+    publish_records(rt, CONCERN, CLAIMS_PATH, records, "DRA claims and templates")

@@ -14,23 +14,20 @@ pass finds it already there instead of aborting twice.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from controller import annotations as own
 from controller.act.events import ObjectRef
 from controller.act.owners import stop_operator_workload, stop_subject
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
+from controller.act.pod_delete import delete_exactly
 from controller.act.runtime import Runtime
 from controller.act.writes import patch_fresh
 from controller.decide.idle import IdlePlan, PodJudgement, ReclaimPlan, Verdict
 from controller.decide.operator_kinds import operator_kind
 from controller.decide.workloads import VOLCANO_JOB_API, Judged, StopItem, Target
-from controller.errors import (
-    ConflictError,
-    ControllerError,
-    InjectedFault,
-    NotFoundError,
-)
+from controller.errors import ConflictError, NotFoundError
 from controller.observe.kube import object_path, pod_path
 from controller.observe.model import format_time
 from fleet import labels as keys
@@ -75,17 +72,30 @@ def act_on_idle(rt: Runtime, plan: IdlePlan) -> set[str]:
                 verdict=judgement.verdict.value,
                 reason=judgement.reason,
             )
-    for target, reason in plan.held:
-        rt.log.info("idle.held", target=target.key, reason=reason)
-        rt.summary.action(CONCERN, "reclaim", "held")
-        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
-            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
+    hold(rt, plan.held, "idle")
     rt.each(plan.clear, lambda j: _guard(rt, "clear", j.pod.key, lambda: clear_warning(rt, j)))
     rt.each(plan.warn, lambda j: _guard(rt, "warn", j.pod.key, lambda: warn(rt, j)))
     done = rt.each(
         plan.reclaim, lambda i: _guard(rt, "reclaim", i.target.key, lambda: reclaim(rt, i))
     )
     return {j.pod.uid for item, ok in zip(plan.reclaim, done, strict=True) if ok for j in item.pods}
+
+
+def hold(
+    rt: Runtime,
+    held: Iterable[tuple[Target, str]],
+    logged_as: str,
+    *,
+    concern: str = CONCERN,
+    action: str = "reclaim",
+) -> None:
+    """The stops held back, with why: logged (`<logged_as>.held`) and counted as `action`'s;
+    also the lifetime concern's runtime stops (`act.maxruntime`)."""
+    for target, reason in held:
+        rt.log.info(f"{logged_as}.held", target=target.key, reason=reason)
+        rt.summary.action(concern, action, "held")
+        if rt.dry_run:  # not an action, but why one a reader may expect is not taken
+            rt.out.write(f"DRY-RUN {concern}: would hold {target.key}: {reason}\n")
 
 
 def _guard(rt: Runtime, action: str, target: str, run: Any) -> bool:
@@ -159,44 +169,72 @@ def clear_warning(rt: Runtime, judgement: PodJudgement) -> bool:
 
 
 def reclaim(rt: Runtime, item: ReclaimPlan) -> bool:
+    def asked(judgement: PodJudgement) -> dict[str, Any]:
+        assert judgement.facts is not None
+        return {
+            "pod": judgement.pod.manifest(),
+            "workload_type": judgement.pod.workload_type,
+            "idle": judgement.facts.opa_input(warned_at=judgement.warned_at, now=rt.now),
+        }
+
+    why = f"idle GPUs reclaimed ({item.target.method}): {item.pods[0].reason}"
+    inputs = ((judgement, asked(judgement)) for judgement in item.pods)
+    if not stop_if_allowed(rt, item, why, inputs, policy="reclaim"):
+        return False
+    if not rt.dry_run:
+        _count_reclaimed(rt, item)
+    return True
+
+
+def stop_if_allowed(
+    rt: Runtime,
+    item: StopItem,
+    why: str,
+    inputs: Iterable[tuple[Judged, dict[str, Any]]],
+    *,
+    policy: str,
+    concern: str = CONCERN,
+    action: str = "reclaim",
+    tag: str = "idle",
+    event_reason: str = "IdleReclaimed",
+    failed_reason: str = "IdleReclaimFailed",
+) -> bool:
+    """Stop the workload of `item` (`stop_workload`) on an explicit allow of
+    `fleetplane/decisions/<policy>` for each of its pods (`inputs`: each pod's judgement and
+    input, asked one by one until one is denied), the policy's reasons added to `why`; then
+    `event_reason` on the workload and its pods. True when stopped (or it would be, in a dry
+    run). Shared with the lifetime concern's runtime stop (`act.maxruntime`), whose `concern`,
+    `action` and Event reasons these are (see `stop_workload`)."""
     target = item.target
     reasons: list[str] = []
-    for judgement in item.pods:
-        assert judgement.facts is not None
-        decision = rt.opa.decide(
-            "reclaim",
-            {
-                "pod": judgement.pod.manifest(),
-                "workload_type": judgement.pod.workload_type,
-                "idle": judgement.facts.opa_input(warned_at=judgement.warned_at, now=rt.now),
-            },
-        )
+    for judgement, opa_input in inputs:
+        decision = rt.opa.decide(policy, opa_input)
         if not decision.allow:
             rt.log.info(
-                "idle.reclaim.denied",
+                f"{concern}.{action}.denied",
                 target=target.key,
                 pod=judgement.pod.key,
                 reasons=list(decision.reasons),
             )
-            rt.summary.action(CONCERN, "reclaim", "denied")
+            rt.summary.action(concern, action, "denied")
             return False
         reasons.extend(decision.reasons)
-    why = f"idle GPUs reclaimed ({target.method}): {item.pods[0].reason}"
     if reasons:
         why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
     if rt.dry_run:
-        rt.would(CONCERN, f"reclaim ({target.method})", stop_subject(rt, target, item), why)
+        rt.would(concern, f"{action} ({target.method})", stop_subject(rt, target, item), why)
         return True
-    ref = stop_workload(rt, item, why)
+    ref = stop_workload(
+        rt, item, why, tag=tag, event_reason=event_reason, failed_reason=failed_reason
+    )
     if ref is None:
         return False
-    # Only once the reclaim is done: an Event outlives a deleted pod (it names its uid).
-    rt.events.emit(ref, "IdleReclaimed", why, warning=True)
+    # Only once the stop is done: an Event outlives a deleted pod (it names its uid).
+    rt.events.emit(ref, event_reason, why, warning=True)
     if ref.kind != "Pod":
         for judgement in item.pods:
-            rt.events.emit(pod_ref(judgement), "IdleReclaimed", f"{why} (via {ref})", warning=True)
-    rt.done(CONCERN, "reclaim", target.key, why, method=target.method)
-    _count_reclaimed(rt, item)
+            rt.events.emit(pod_ref(judgement), event_reason, f"{why} (via {ref})", warning=True)
+    rt.done(concern, action, target.key, why, method=target.method)
     return True
 
 
@@ -489,22 +527,12 @@ def _delete_pod(
 ) -> ObjectRef | None:
     judgement = item.pods[0]
     ref = pod_ref(judgement)
-    # The IdleReclaimed Event is recorded by `reclaim` after the delete succeeded.
-    try:
-        rt.kube.delete(
-            pod_path(target.namespace, target.name),
-            {"preconditions": {"uid": judgement.pod.uid}},
-        )
-    except NotFoundError:
-        rt.log.info("idle.reclaim.gone", target=target.key)
+    # The stop's Event (IdleReclaimed, MaxRuntimeStopped) is recorded by `stop_if_allowed`
+    # after the delete succeeded.
+    path = pod_path(target.namespace, target.name)
+    uid = judgement.pod.uid
+    if not delete_exactly(
+        rt, path, uid, ref, why, failed_reason, "idle.reclaim", target=target.key
+    ):
         return None
-    except ConflictError:
-        rt.log.info("idle.reclaim.replaced", target=target.key)
-        return None
-    except InjectedFault:
-        raise
-    except ControllerError as error:
-        # Logged and counted by Runtime.guarded; the Event tells the pod's owner.
-        rt.events.emit(ref, failed_reason, f"{why}; deleting the pod failed: {error}", warning=True)
-        raise
     return ref

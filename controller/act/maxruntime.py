@@ -4,15 +4,14 @@ The warning is state on the pod (`fleetplane.dev/runtime-warned-at`, `fleetplane
 epoch seconds; the deadline is the earliest stop, the end of the grace), with a Warning Event
 `MaxRuntimeWarning` saying when and how the workload will be stopped. The stop asks
 `fleetplane/decisions/lifetime` (`runtime-stop`) for every pod of the workload, then stops it
-as idle reclamation does for its owner kind (`act.idle.stop_workload`: scale to zero, suspend,
-abort a Volcano Job, delete a bare pod), with an Event `MaxRuntimeStopped` on the workload and
-its pods.
+as idle reclamation does for its owner kind (`act.idle.stop_if_allowed` over `stop_workload`:
+scale to zero, suspend, abort a Volcano Job, delete a bare pod), with an Event
+`MaxRuntimeStopped` on the workload and its pods.
 """
 
 from __future__ import annotations
 
-from controller.act.idle import pod_ref, stop_workload
-from controller.act.owners import stop_subject
+from controller.act.idle import hold, pod_ref, stop_if_allowed
 from controller.act.pod_annotate import Outcome, annotate_judged_pod
 from controller.act.runtime import Runtime
 from controller.decide.maxruntime import RuntimeJudgement, RuntimePlan, StopPlan, Verdict
@@ -41,11 +40,7 @@ def act_on_runtime(rt: Runtime, plan: RuntimePlan) -> set[str]:
                 verdict=judgement.verdict.value,
                 reason=judgement.reason,
             )
-    for target, reason in plan.held:
-        rt.log.info("lifetime.runtime.held", target=target.key, reason=reason)
-        rt.summary.action(CONCERN, "runtime-stop", "held")
-        if rt.dry_run:
-            rt.out.write(f"DRY-RUN {CONCERN}: would hold {target.key}: {reason}\n")
+    hold(rt, plan.held, "lifetime.runtime", concern=CONCERN, action="runtime-stop")
     rt.each(
         plan.warn,
         lambda j: rt.guarded(CONCERN, "runtime-warn", j.pod.key, lambda: warn(rt, j)),
@@ -89,41 +84,17 @@ def warn(rt: Runtime, judgement: RuntimeJudgement) -> bool:
 
 
 def stop(rt: Runtime, item: StopPlan) -> bool:
-    target = item.target
-    reasons: list[str] = []
-    for judgement in item.pods:
-        decision = rt.opa.decide("lifetime", judgement.opa_input(rt.now))
-        if not decision.allow:
-            rt.log.info(
-                "lifetime.runtime-stop.denied",
-                target=target.key,
-                pod=judgement.pod.key,
-                reasons=list(decision.reasons),
-            )
-            rt.summary.action(CONCERN, "runtime-stop", "denied")
-            return False
-        reasons.extend(decision.reasons)
-    why = f"stopped past its maximum runtime ({target.method}): {item.pods[0].reason}"
-    if reasons:
-        why += f"; policy: {'; '.join(dict.fromkeys(reasons))}"
-    if rt.dry_run:
-        rt.would(CONCERN, f"runtime-stop ({target.method})", stop_subject(rt, target, item), why)
-        return True
-    ref = stop_workload(
+    why = f"stopped past its maximum runtime ({item.target.method}): {item.pods[0].reason}"
+    inputs = ((judgement, judgement.opa_input(rt.now)) for judgement in item.pods)
+    return stop_if_allowed(
         rt,
         item,
         why,
+        inputs,
+        policy="lifetime",
+        concern=CONCERN,
+        action="runtime-stop",
         tag="maxrt",
         event_reason="MaxRuntimeStopped",
         failed_reason="MaxRuntimeStopFailed",
     )
-    if ref is None:
-        return False
-    rt.events.emit(ref, "MaxRuntimeStopped", why, warning=True)
-    if ref.kind != "Pod":
-        for judgement in item.pods:
-            rt.events.emit(
-                pod_ref(judgement), "MaxRuntimeStopped", f"{why} (via {ref})", warning=True
-            )
-    rt.done(CONCERN, "runtime-stop", target.key, why, method=target.method)
-    return True

@@ -343,15 +343,7 @@ def _would_take(
     object), that would be done."""
     why = prefix + _why(preemption, victim, option, decision)
     if operator_workload(victim) is not None:
-        stop_victim_workload(
-            rt,
-            CONCERN,
-            victim,
-            why,
-            event_reason="Preempted",
-            preemptor=preemption.preemptor.key,
-            node=option.node,
-        )
+        _stop_workload(rt, preemption, option, victim, why)
         return
     rt.would(CONCERN, "evict", victim.pod.key, why, node=option.node)
 
@@ -369,7 +361,21 @@ def _take(
     if operator_workload(victim) is None:
         return _evict(rt, preemption, option, victim, decision)
     why = _why(preemption, victim, option, decision)
-    stopped = stop_victim_workload(
+    stopped = _stop_workload(rt, preemption, option, victim, why)
+    if stopped is Stopped.STOPPED:
+        rt.events.emit(
+            _ref(preemption.preemptor),
+            "PreemptedForThis",
+            f"stopped the workload of {victim.pod.key} on {option.node} to make room: {why}",
+        )
+    return stopped is not Stopped.REFUSED
+
+
+def _stop_workload(
+    rt: Runtime, preemption: Preemption, option: NodeOption, victim: Candidate, why: str
+) -> Stopped:
+    """Stop the victim's operator workload (or say so, under --dry-run) for the preemptor."""
+    return stop_victim_workload(
         rt,
         CONCERN,
         victim,
@@ -378,13 +384,6 @@ def _take(
         preemptor=preemption.preemptor.key,
         node=option.node,
     )
-    if stopped is Stopped.STOPPED:
-        rt.events.emit(
-            _ref(preemption.preemptor),
-            "PreemptedForThis",
-            f"stopped the workload of {victim.pod.key} on {option.node} to make room: {why}",
-        )
-    return stopped is not Stopped.REFUSED
 
 
 def _evict(

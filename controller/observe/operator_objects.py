@@ -17,10 +17,9 @@ from functools import partial
 from typing import Any
 
 from controller.errors import NotFoundError
-from controller.observe.json_fields import DecodeError, decoding, root_sections, string_field
+from controller.observe.json_fields import decoding, root_sections
 from controller.observe.kube import KubeClient
-from controller.observe.model import controller_owner, parse_time
-from controller.observe.workload_objects import WorkloadObject
+from controller.observe.workload_objects import WorkloadObject, identified_object
 
 OPERATOR_LINK_APIS = {
     "JobSet": ("jobset.x-k8s.io", "jobsets", "/apis/jobset.x-k8s.io/v1alpha2/jobsets"),
@@ -32,30 +31,8 @@ object may own (decide.operator_kinds names how each is stopped)."""
 
 def operator_object_from_api(kind: str, raw: Any) -> WorkloadObject:
     """The slim view of a listed JobSet or RayCluster (a key of OPERATOR_LINK_APIS)."""
-    group, resource, _ = OPERATOR_LINK_APIS[kind]
-
-    def convert() -> WorkloadObject:
-        metadata, _spec, _status = root_sections(raw)
-        uid = string_field(metadata, "uid", "metadata")
-        if not uid:
-            raise DecodeError("metadata.uid: missing")
-        return WorkloadObject(
-            kind=kind,
-            group=group,
-            resource=resource,
-            namespace=string_field(metadata, "namespace", "metadata"),
-            name=string_field(metadata, "name", "metadata"),
-            uid=uid,
-            created=parse_time(string_field(metadata, "creationTimestamp", "metadata", None))
-            or 0.0,
-            owner=controller_owner(metadata),
-            replicas=None,
-            demand={},
-            workload_type=None,
-            approval_id=None,
-        )
-
-    return decoding(kind.lower(), raw, convert)
+    api = OPERATOR_LINK_APIS[kind]
+    return decoding(kind.lower(), raw, lambda: identified_object(kind, api, root_sections(raw)[0]))
 
 
 def list_operator_objects(kube: KubeClient, page: int, missing: list[str]) -> list[WorkloadObject]:

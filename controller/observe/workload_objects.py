@@ -76,7 +76,7 @@ class WorkloadObject:
 def workload_object_from_api(kind: str, raw: Any) -> WorkloadObject:
     """The slim view of a listed workload object of `kind` (a key of WORKLOAD_APIS);
     DecodeError naming the object and the field when one it reads has the wrong type."""
-    group, resource, _ = WORKLOAD_APIS[kind]
+    api = WORKLOAD_APIS[kind]
 
     def convert() -> WorkloadObject:
         metadata, spec, _status = root_sections(raw)
@@ -85,20 +85,10 @@ def workload_object_from_api(kind: str, raw: Any) -> WorkloadObject:
         template_spec = object_field(template, "spec", "spec.template")
         labels = string_map_field(template_metadata, "labels", "spec.template.metadata")
         annotations = string_map_field(template_metadata, "annotations", "spec.template.metadata")
-        owner = controller_owner(metadata)
-        uid = string_field(metadata, "uid", "metadata")
-        if not uid:
-            raise DecodeError("metadata.uid: missing")
-        return WorkloadObject(
-            kind=kind,
-            group=group,
-            resource=resource,
-            namespace=string_field(metadata, "namespace", "metadata"),
-            name=string_field(metadata, "name", "metadata"),
-            uid=uid,
-            created=parse_time(string_field(metadata, "creationTimestamp", "metadata", None))
-            or 0.0,
-            owner=owner,
+        return identified_object(
+            kind,
+            api,
+            metadata,
             replicas=integer_field(spec, "parallelism" if kind == "Job" else "replicas", "spec"),
             demand=pod_demand(template_spec),
             workload_type=labels.get(keys.WORKLOAD_TYPE),
@@ -107,3 +97,39 @@ def workload_object_from_api(kind: str, raw: Any) -> WorkloadObject:
         )
 
     return decoding(kind.lower(), raw, convert)
+
+
+def identified_object(
+    kind: str,
+    api: tuple[str, str, str],
+    metadata: Any,
+    *,
+    replicas: int | None = None,
+    demand: dict[str, int] | None = None,
+    workload_type: str | None = None,
+    approval_id: str | None = None,
+    pod_labels: dict[str, str] | None = None,
+) -> WorkloadObject:
+    """The WorkloadObject of `kind` (its `api`: group, resource, list path) with the identity
+    its `metadata` gives: namespace, name, uid, creation time, controlling owner. The rest is
+    what its pod template says (an operator's object has none: observe/operator_objects.py).
+    DecodeError when the uid is missing or a field read has the wrong type."""
+    group, resource, _ = api
+    uid = string_field(metadata, "uid", "metadata")
+    if not uid:
+        raise DecodeError("metadata.uid: missing")
+    return WorkloadObject(
+        kind=kind,
+        group=group,
+        resource=resource,
+        namespace=string_field(metadata, "namespace", "metadata"),
+        name=string_field(metadata, "name", "metadata"),
+        uid=uid,
+        created=parse_time(string_field(metadata, "creationTimestamp", "metadata", None)) or 0.0,
+        owner=controller_owner(metadata),
+        replicas=replicas,
+        demand=demand or {},
+        workload_type=workload_type,
+        approval_id=approval_id,
+        pod_labels=pod_labels or {},
+    )

@@ -20,6 +20,7 @@ from controller.remediation.recovery import (
     on_needs_replacement,
     on_validating,
     ours_cordon,
+    request_remedy,
     return_to_service,
 )
 from controller.remediation.states import Detail
@@ -157,18 +158,8 @@ def on_draining(node: HealthNode, verdict: NodeVerdict | None, ctx: Context) -> 
                 detail=node.detail,
                 reason=f"drained; {(node.detail.fault or {}).get('reason')}: the GPU must be replaced by a person",
             )
-        attempt = node.detail.attempt + 1
-        return Step(
-            node=node,
-            decision="request-remediation",
-            next_state=states.REMEDIATING,
-            detail=node.detail.but(attempt=attempt),
-            request={
-                states.REQUEST_ANNOTATION: remedy,
-                states.REQUEST_ID_ANNOTATION: f"{node.name}-{attempt}",
-            },
-            reason=f"drained: requesting {remedy} through {states.REQUEST_ANNOTATION}",
-        )
+        reason = f"drained: requesting {remedy} through {states.REQUEST_ANNOTATION}"
+        return request_remedy(node, remedy, reason)
     evictions: list[Action] = []
     waiting: list[str] = []
     seen: set[str] = set()

@@ -5,6 +5,8 @@ cost."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.nodeflow.keys import APP_NAME_LABEL, VALIDATOR_ATTEMPT_LABEL
 from controller.nodeflow.pods import PodView
 from controller.nodeflow.validator import HEALTHY, UNHEALTHY, read_verdict, validator_pod
@@ -46,17 +48,30 @@ def escalate(node: HealthNode, ctx: Context, why: str) -> Step:
             request={},
             reason=f"{remedy} did not help ({why}): the node needs a person (replacement)",
         )
+    return request_remedy(
+        node,
+        following,
+        f"{remedy} did not help ({why}): escalating to {following}",
+        remedy=following,
+        history=history,
+    )
+
+
+def request_remedy(node: HealthNode, requested: str, reason: str, **detail: Any) -> Step:
+    """Ask for the remedy `requested` through the node's remediation-request annotation, as one
+    more attempt (the request's id is `<node>-<attempt>`); `detail`: the detail's other fields
+    that change with it."""
     attempt = node.detail.attempt + 1
     return Step(
         node=node,
         decision="request-remediation",
         next_state=states.REMEDIATING,
-        detail=node.detail.but(remedy=following, attempt=attempt, history=history),
+        detail=node.detail.but(attempt=attempt, **detail),
         request={
-            states.REQUEST_ANNOTATION: following,
+            states.REQUEST_ANNOTATION: requested,
             states.REQUEST_ID_ANNOTATION: f"{node.name}-{attempt}",
         },
-        reason=f"{remedy} did not help ({why}): escalating to {following}",
+        reason=reason,
     )
 
 
