@@ -15,9 +15,14 @@ the other on the same OPA, each after a warm-up round:
 - `whole`: each input's `pod` is the whole kept manifest (`Pod.manifest()`: metadata, spec,
   status), what the controller sent before;
 - `slim`: the pod's metadata only (`{"metadata": Pod.metadata()}`), what it sends now;
-- `floor`: the slim inputs to a rule that answers every key without evaluating anything
-  (`fleetplane.decisions.bench_floor`, written into this OPA's copy of the policies only): what OPA spends parsing the
-  request, iterating and answering. `slim` less `floor` is the rule's own evaluation.
+- `with`: the slim inputs to a rule shaped as the policy's `decisions` (each key's answer a
+  `decision with input as` that key's input) whose `decision` evaluates nothing;
+- `floor`: the slim inputs to a rule that answers every key without evaluating anything: what
+  OPA spends parsing the request, iterating and answering. `with` less `floor` is what the
+  `with input` of each pod costs, `slim` less `with` the disruption rules' own evaluation.
+
+Both bench rules are written into this OPA's copy of the policies only
+(`fleetplane.decisions.bench_with`, `.bench_floor`).
 
 Prints, per input: OPA's CPU seconds per round (from /proc of the OPA process) and per pod, the
 request bytes per pod, the wall time, and the controller's CPU to build the inputs. Checks the
@@ -49,12 +54,23 @@ from fleet.project import policies_dir, stack_file
 from fleet.render import render_opa_data
 from localfleet.servers import cpu_seconds
 
-FLOOR = "bench_floor"
-FLOOR_POLICY = """package fleetplane.decisions.bench_floor
+BENCH_POLICIES = {
+    "bench_floor": """package fleetplane.decisions.bench_floor
 
 # Every key answered, nothing evaluated: what OPA spends on the request itself.
 decisions := {key: {"allow": false, "reasons": ["floor"]} | some key, _ in input.pods}
-"""
+""",
+    "bench_with": """package fleetplane.decisions.bench_with
+
+# The policy's batching (each answer a decision under `with input`), nothing decided.
+decision := {"allow": false, "reasons": ["floor"]}
+
+decisions := {key: answer |
+	some key, one in input.pods
+	answer := decision with input as one
+}
+""",
+}
 
 
 def stamp(at: float) -> str:
@@ -184,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policies = work / "policies"
         shutil.copytree(policies_dir(), policies)
-        (policies / "fleetplane" / "decisions" / FLOOR).mkdir()
-        (policies / "fleetplane" / "decisions" / FLOOR / "floor.rego").write_text(FLOOR_POLICY)
+        for package, source in BENCH_POLICIES.items():
+            (policies / "fleetplane" / "decisions" / package).mkdir()
+            (policies / "fleetplane" / "decisions" / package / "bench.rego").write_text(source)
         config = render_opa_data(load_stack_config(stack_file("local")))
         server, token_file = product_opa(work, config)
         server.policies, server.env = policies, dict(OPA_GC_ENV)
@@ -198,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             figures: dict[str, dict[str, float]] = {}
             figures["whole"], whole_answers = measure(opa, pid, "disruption", whole, args)
             figures["slim"], slim_answers = measure(opa, pid, "disruption", slim, args)
-            figures["floor"], _ = measure(opa, pid, FLOOR, slim, args)
+            figures["with"], _ = measure(opa, pid, "bench_with", slim, args)
+            figures["floor"], _ = measure(opa, pid, "bench_floor", slim, args)
         finally:
             server.stop()
     finally:

@@ -37,6 +37,6 @@ def test_every_input_reports_and_the_answers_are_equal(
     out = capsys.readouterr().out
     assert code == 0, out
     rows = {line.split()[0] for line in out.splitlines() if line.split()}
-    assert {"whole", "slim", "floor"} <= rows
+    assert {"whole", "slim", "with", "floor"} <= rows
     assert "240 judged pods of 240" in out
     assert "answers equal for every pod, whole and slim" in out
