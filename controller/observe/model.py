@@ -203,14 +203,17 @@ class Pod(PodFacts):
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def manifest(self) -> dict[str, Any]:
-        """A Pod-shaped dict of the fields kept: the `pod` of an OPA decision input."""
+    def metadata(self) -> dict[str, Any]:
+        """The kept metadata, Pod-shaped (name, namespace, uid, labels, annotations, the
+        controlling owner): `manifest()`'s, and by itself the `pod` of a decision input whose
+        policy reads no spec or status (disruption: `{"metadata": pod.metadata()}`). Its labels
+        and annotations are the pod's own dicts, not copies: to serialize, never to change."""
         metadata: dict[str, Any] = {
             "name": self.name,
             "namespace": self.namespace,
             "uid": self.uid,
-            "labels": dict(self.labels),
-            "annotations": dict(self.annotations),
+            "labels": self.labels,
+            "annotations": self.annotations,
         }
         if self.owner:
             metadata["ownerReferences"] = [
@@ -222,6 +225,13 @@ class Pod(PodFacts):
                     "controller": True,
                 }
             ]
+        return metadata
+
+    def manifest(self) -> dict[str, Any]:
+        """A Pod-shaped dict of the fields kept: the `pod` of an OPA decision input."""
+        metadata = self.metadata()
+        metadata["labels"] = dict(self.labels)
+        metadata["annotations"] = dict(self.annotations)
         spec: dict[str, Any] = {"containers": [dict(c) for c in self.containers]}
         if self.node_name:
             spec["nodeName"] = self.node_name

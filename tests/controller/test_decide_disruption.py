@@ -33,6 +33,27 @@ def test_facts_of_a_running_pod() -> None:
     assert given["now"] == int(NOW)
 
 
+def test_the_input_carries_the_pods_metadata_only_not_copied() -> None:
+    pod = (
+        a_pod("train")
+        .type("training")
+        .gpus(2)
+        .on("gpu-1")
+        .of_deployment("serve")
+        .checkpoint(NOW - 50)
+        .build()
+    )
+    [(_, given)] = facts([pod], NOW)
+    assert given["pod"] == {"metadata": pod.metadata()}
+    assert given["pod"]["metadata"] == pod.manifest()["metadata"]
+    assert "spec" not in given["pod"] and "status" not in given["pod"]
+    # the pod's own dicts, serialized as they are: no copy per pod per pass
+    assert given["pod"]["metadata"]["labels"] is pod.labels
+    assert given["pod"]["metadata"]["annotations"] is pod.annotations
+    # the manifest stays a copy: callers that change it change no pod
+    assert pod.manifest()["metadata"]["labels"] is not pod.labels
+
+
 def test_a_gangs_checkpoint_is_its_oldest_members_and_none_when_one_has_none() -> None:
     def member(name: str, at: float | None):
         pod = a_pod(name).type("training").gpus(1).on("gpu-1").annotate(GANG, "pg")
