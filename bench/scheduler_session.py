@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.errors import NotFoundError
+from controller.errors import NotFoundError, TemporaryError
 from controller.observe.kube import KubeClient, namespace_path
 from fleet.config import FleetConfig, load_stack_config, parse_fleet
 from fleet.placement import METRICS_PATH
@@ -280,8 +280,6 @@ def measure(
             result.service = scrape(service_url + METRICS_PATH)
     finally:
         client.before_pod = lambda: None
-        log(f"{configuration}: deleting its pods")
-        realcheck.clean_up(client, namespace=namespace, nodes=[], queue=namespace)
     if real.timed_out:
         log(f"{configuration}: {len(real.timed_out)} pods neither bound nor refused in time")
     lone: dict[str, list[float]] = {
@@ -309,6 +307,21 @@ def measure(
         lone["scoring"].append(value(window, STAGE + "_sum", stage="Scoring"))
     result.lone = lone
     return result
+
+
+def clear(client: KubeClient, namespace: str, attempts: int = 5) -> None:
+    """Delete a configuration's pods (waiting until they are gone: the next configuration
+    would find their nodes full), namespace and queue. Deleting hundreds of pods on a loaded
+    machine can outlast the client's timeout; the API server goes on, so it is asked again."""
+    log(f"deleting the pods of {namespace}")
+    for attempt in range(attempts):
+        try:
+            realcheck.clean_up(client, namespace=namespace, nodes=[], queue=namespace)
+            return
+        except (TemporaryError, TimeoutError) as error:
+            if attempt == attempts - 1:
+                raise
+            log(f"{error}; again")
 
 
 def service_row(series: Series) -> str:
@@ -394,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         results = run(args, nodes, pods, work)
-    except (ClusterError, ServerError, TimeoutError) as error:
+    except (ClusterError, ServerError, TemporaryError, TimeoutError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print()
@@ -450,7 +463,11 @@ def run(
                 finally:
                     if service is not None:
                         service.stop()
+                # Printed at once: a later configuration's failure keeps this one's figures.
+                print(table(results[-1:]), flush=True)
                 log(f"{configuration}: done; load {os.getloadavg()[0]:.1f}")
+                if configuration != configurations[-1]:
+                    clear(client, f"{run_label}-{configuration}")
         finally:
             client.close()
             volcano.stop()
