@@ -1,7 +1,7 @@
 """The real vc-scheduler's session time with and without the placement service (issue 35,
 docs/placement.md "Latency").
 
-    python bench/scheduler_session.py [--nodes 1213] [--pods 300] [--period 1s]
+    python bench/scheduler_session.py [--nodes 1213] [--pods 200] [--period 1s]
 
 Starts the local fleet's control plane (KWOK) and the pinned Volcano (localfleet), creates
 KWOK nodes of the trace's GPU node list (all 1,213 by default, `--nodes N` a seeded subset)
@@ -13,8 +13,9 @@ extender calling the placement service running as a process (localfleet.placemen
 
 Figures come from vc-scheduler's own metrics endpoint (its `--listen-address`), scraped
 before every pod is submitted: a pod's window then holds the sessions that saw it. Where a
-window holds exactly one session (most do: one session a second, and a pod takes a few
-milliseconds to reach it), that session is the one that placed the pod, and the histograms'
+window holds exactly one session (half to two thirds do at one session a second; others also
+hold a session that ran before the pod's PodGroup was there or after its binding), that
+session is the one that placed the pod, and the histograms'
 sums give its exact times: the session (`volcano_e2e_scheduling_latency_milliseconds`), its
 opening (snapshot: `volcano_open_session_duration_milliseconds`), its allocate action
 (`volcano_action_scheduling_latency_milliseconds{action="allocate"}`) and the scoring of the
@@ -373,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     trace = Path(DEFAULT_TRACE_DIR)
     parser.add_argument("--nodes", type=int, default=0, help="GPU nodes (default: all)")
-    parser.add_argument("--pods", type=int, default=300, help="trace pods submitted")
+    parser.add_argument("--pods", type=int, default=200, help="trace pods submitted")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pod-list", type=Path, default=trace / "openb_pod_list_default.csv")
     parser.add_argument("--node-list", type=Path, default=trace / DEFAULT_NODE_FILE)
