@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fleet import labels
@@ -178,3 +179,29 @@ def post(url: str, body: Any) -> Any:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+def test_the_answer_orders_nodes_by_fgds_fraction_where_its_integer_score_ties() -> None:
+    """Over the shipped seed, nodes whose FGD scores floor to the same integer (the old answer:
+    equal points, Volcano's random pick) are answered in FGD's order, a rank apart."""
+    scorer = Scorer(Workload(read_seed(), window=0))
+    shapes = [(g, c) for g in (1, 2, 4, 8) for c in (6000, 10000, 14000, 20000, 30000, 60000)]
+    candidates = [
+        node(f"n{g}-{c}", gpus=8, idle_gpus=g, cpu=96000, idle_cpu=c, model="V100M16")
+        for g, c in shapes
+    ]
+    answer = scorer.prioritize({"task": task("one-gpu", 4000, 1), "nodes": candidates})
+    points = np.array([answer["nodeScore"][f"n{g}-{c}"] for g, c in shapes])
+    typical = scorer.workload.typical()
+    demand = read_task(task("x", 4000, 1)).demand
+    scores, _ = fgd.scores(typical, read_nodes(candidates).for_typical(typical), demand)
+    floor = np.floor(scores)
+    tied_before = [
+        (i, j)
+        for i in range(len(shapes))
+        for j in range(len(shapes))
+        if floor[i] == floor[j] and scores[i] > scores[j] + 1e-6
+    ]
+    assert tied_before, "the nodes should include integer ties of different reductions"
+    for i, j in tied_before:
+        assert points[i] >= points[j] + SCORE_SCALE, (shapes[i], shapes[j])
