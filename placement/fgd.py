@@ -11,10 +11,7 @@ on arrays of node states so that every candidate node of a pod is scored at once
   GPU (which that pod could never use). A CPU-only typical pod counts all free milli-GPUs.
 - A node's fragmentation is the frequency-weighted sum over the typical pods (the expected
   fragmentation over the workload); FGD places a pod where it grows least, scored
-  100 x sigmoid((before - after) / 1000). The simulator floors that to an integer (Kubernetes'
-  scores are integers), and so does the replay's `fgd` policy (`sigmoid_score`), whose ties
-  go to the first node by name; Volcano's extender takes float scores, so the service keeps
-  the fraction (`gradient_score`): nodes whose reductions differ no longer tie.
+  floor(100 x sigmoid((before - after) / 1000)).
 
 This module is the one vectorised definition: the placement service scores Volcano's candidate
 nodes with it, and the replay's pack mode (replay/pack/fragmentation.py, which keeps each node's
@@ -171,15 +168,9 @@ def after_share(
     )
 
 
-def gradient_score(reduction: np.ndarray) -> np.ndarray:
-    """FGD's node score for a fragmentation reduction (milli-GPUs): 100 x sigmoid(r/1000), a
-    float in (0, 100), monotone in the reduction."""
-    return np.asarray(100.0 / (1.0 + np.exp(-np.asarray(reduction, dtype=float) / 1000.0)))
-
-
 def sigmoid_score(reduction: np.ndarray) -> np.ndarray:
     """The simulator's node score for a fragmentation reduction: floor(100 x sigmoid(r/1000))."""
-    return np.floor(gradient_score(reduction)).astype(np.int64)
+    return np.floor(100.0 / (1.0 + np.exp(-reduction / 1000.0))).astype(np.int64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,9 +197,9 @@ class Demand:
 
 
 def scores(typical: TypicalPods, nodes: Nodes, demand: Demand) -> tuple[np.ndarray, np.ndarray]:
-    """FGD's score of each node for the pod (`gradient_score`, a float in (0, 100), higher is
-    better; -1 where the pod's GPUs do not fit), and the GPU a share would take there (the
-    lowest index of the best room; -1 for whole GPUs and pods without GPUs)."""
+    """FGD's score of each node for the pod (0-100, higher is better; -1 where the pod's GPUs
+    do not fit), and the GPU a share would take there (the lowest index of the best room; -1
+    for whole GPUs and pods without GPUs)."""
     n = len(nodes.cpu_left)
     room, stranded = counts_per_shape(typical, nodes.gpu_left)
     left_total = nodes.gpu_left.sum(axis=1)
@@ -232,7 +223,7 @@ def scores(typical: TypicalPods, nodes: Nodes, demand: Demand) -> tuple[np.ndarr
             num_gpu=demand.num_gpu,
             cpu_milli=demand.cpu_milli,
         )
-        out = gradient_score(before - after)
+        out = sigmoid_score(before - after)
         if demand.num_gpu:
             out = np.where((nodes.gpu_left == MILLI).sum(axis=1) >= demand.num_gpu, out, -1)
         return out, gpu_pick
@@ -249,9 +240,9 @@ def scores(typical: TypicalPods, nodes: Nodes, demand: Demand) -> tuple[np.ndarr
         milli=demand.gpu_milli,
         cpu_milli=demand.cpu_milli,
     ).reshape(n, width)
-    pair = gradient_score(before[:, None] - after)
+    pair = sigmoid_score(before[:, None] - after)
     pair = np.where(nodes.gpu_left >= demand.gpu_milli, pair, -1)
-    best = pair.max(axis=1) if width else np.full(n, -1.0)
+    best = pair.max(axis=1) if width else np.full(n, -1, dtype=np.int64)
     if width:
         gpu_pick = np.where(best >= 0, np.argmax(pair == best[:, None], axis=1), -1)
     return best, gpu_pick

@@ -7,9 +7,9 @@ thousand nodes); simdjson parses the body lazily and only the fields scored beco
 values (ten times less CPU than decoding it whole: bench/placement_latency.py).
 
 - `POST /prioritize`: `PrioritizeRequest{task, nodes}` → `PrioritizeResponse{nodeScore,
-  errorMessage}`: every candidate node's rank by FGD's score, then best fit, times
-  `SCORE_SCALE` (placement.points), so that FGD decides in Volcano's sum and the shipped
-  plugins only break its exact ties. A node where the task's GPUs do not fit by the service's
+  errorMessage}`: every candidate node's rank by FGD's score, its ties by best fit, times
+  `SCORE_SCALE` (placement.points), so that the service decides in Volcano's sum and the
+  shipped plugins only break its remaining ties. A node where the task's GPUs do not fit by the service's
   count (a share without room) scores 0.
 - `GET /healthz`: 200 when the workload distribution is loaded.
 - `GET /metrics`: placement.metrics.

@@ -5,9 +5,9 @@ included) plus Volcano's extender calling the placement service (placement/), as
 - Volcano calls the extender only for a task with more than one candidate node; the service
   learns the task's shape then (its window of recent tasks, `placement.workload`), over the
   shipped seed (the trace's default pod list), not over the list being replayed.
-- The service ranks every candidate by FGD's score (`placement.fgd.scores`, with its
-  fraction), then best fit, each rank worth `SCORE_SCALE` (`placement.points`); Volcano adds
-  its own plugins' scores, which then only break the service's exact ties, and picks at random
+- The service ranks every candidate by FGD's score (`placement.fgd.scores`, 0-100), its ties
+  by best fit, each rank worth `SCORE_SCALE` (`placement.points`); Volcano adds its own
+  plugins' scores, which then only break the service's remaining ties, and picks at random
   among equal totals.
 - A GPU share goes to the GPU the device plugin gives it (lowest index with room), not to the
   GPU FGD scored the node by: the scheduler chooses a node, not a GPU.

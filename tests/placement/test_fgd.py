@@ -79,9 +79,9 @@ def test_scores_are_the_replays_on_a_half_full_cluster(trace: tuple[list, list])
         kinds["spec"] += bool(pod.gpu_spec)
         if d.shared:
             kinds["share"] += 1
-            # The replay's choice of node and GPU is the first of the best (integer scores).
+            # The replay's choice of node and GPU is the first of the best.
             node, gpus = policies.fgd(ctx, d, fit)
-            best = int(np.argmax(np.floor(got)))
+            best = int(np.argmax(got))
             assert fit[best] == node
             assert gpu[best] == gpus[0]
             continue
@@ -97,10 +97,8 @@ def test_scores_are_the_replays_on_a_half_full_cluster(trace: tuple[list, list])
         else:
             kinds["whole"] += 1
             after = frag.after_whole(fit, d.num_gpu, d.cpu)
-        want = fgd.gradient_score(frag.node[fit] - after)
-        assert np.allclose(got, want, rtol=0, atol=1e-9), pod
-        # The simulator's integer score is its floor (the replay's `fgd` policy scores so).
-        assert np.array_equal(np.floor(got), fgd.sigmoid_score(frag.node[fit] - after)), pod
+        want = fgd.sigmoid_score(frag.node[fit] - after)
+        assert np.array_equal(got, want), pod
     assert min(kinds.values()) > 0, kinds
 
 

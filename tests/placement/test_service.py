@@ -181,9 +181,10 @@ def post(url: str, body: Any) -> Any:
         return json.loads(response.read())
 
 
-def test_the_answer_orders_nodes_by_fgds_fraction_where_its_integer_score_ties() -> None:
-    """Over the shipped seed, nodes whose FGD scores floor to the same integer (the old answer:
-    equal points, Volcano's random pick) are answered in FGD's order, a rank apart."""
+def test_the_answer_breaks_fgds_integer_ties_by_best_fit() -> None:
+    """Over the shipped seed, nodes whose FGD scores tie (the old answer: equal points,
+    Volcano's random pick) are answered in best-fit order, a rank apart; FGD's order comes
+    first."""
     scorer = Scorer(Workload(read_seed(), window=0))
     shapes = [(g, c) for g in (1, 2, 4, 8) for c in (6000, 10000, 14000, 20000, 30000, 60000)]
     candidates = [
@@ -195,13 +196,11 @@ def test_the_answer_orders_nodes_by_fgds_fraction_where_its_integer_score_ties()
     typical = scorer.workload.typical()
     demand = read_task(task("x", 4000, 1)).demand
     scores, _ = fgd.scores(typical, read_nodes(candidates).for_typical(typical), demand)
-    floor = np.floor(scores)
-    tied_before = [
-        (i, j)
-        for i in range(len(shapes))
-        for j in range(len(shapes))
-        if floor[i] == floor[j] and scores[i] > scores[j] + 1e-6
-    ]
-    assert tied_before, "the nodes should include integer ties of different reductions"
-    for i, j in tied_before:
+    pairs = [(i, j) for i in range(len(shapes)) for j in range(len(shapes))]
+    tied = [(i, j) for i, j in pairs if scores[i] == scores[j] and shapes[i][0] < shapes[j][0]]
+    assert tied, "the nodes should include FGD ties between nodes with different free GPUs"
+    for i, j in tied:
         assert points[i] >= points[j] + SCORE_SCALE, (shapes[i], shapes[j])
+    for i, j in pairs:
+        if scores[i] > scores[j]:
+            assert points[i] >= points[j] + SCORE_SCALE, (shapes[i], shapes[j])
