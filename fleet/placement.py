@@ -31,9 +31,10 @@ def placement_slow_seconds() -> float:
 
 
 SCORE_SCALE: Final = 10_000
-"""One point of FGD's 0-100 score is worth this much in Volcano's sum: more than everything
-the shipped plugins add together (binpack at most 1,000, nodeorder about 500), so FGD decides
-and the shipped scores only break its ties."""
+"""One rank of the service's answer (placement.points: FGD's order, then best fit) is worth
+this much in Volcano's sum: more than everything the shipped plugins add together (binpack at
+most 1,000, nodeorder about 500), so the service decides and the shipped scores only break
+its exact ties."""
 GPU_SHARE_ANNOTATION: Final = "fleetplane.dev/gpu-milli"
 """On a pod that shares one GPU (time-slicing, which Volcano does not see): its share in
 milli-GPUs (1-999). The service scores such a pod by the GPU it would share and counts the

@@ -7,9 +7,10 @@ thousand nodes); simdjson parses the body lazily and only the fields scored beco
 values (ten times less CPU than decoding it whole: bench/placement_latency.py).
 
 - `POST /prioritize`: `PrioritizeRequest{task, nodes}` → `PrioritizeResponse{nodeScore,
-  errorMessage}`: FGD's score of every candidate node, times `SCORE_SCALE`, so that it decides
-  in Volcano's sum and the shipped plugins only break its ties. A node where the task's GPUs
-  do not fit by the service's count (a share without room) scores 0.
+  errorMessage}`: every candidate node's rank by FGD's score, its ties by best fit, times
+  `SCORE_SCALE` (placement.points), so that the service decides in Volcano's sum and the
+  shipped plugins only break its remaining ties. A node where the task's GPUs do not fit by the service's
+  count (a share without room) scores 0.
 - `GET /healthz`: 200 when the workload distribution is loaded.
 - `GET /metrics`: placement.metrics.
 
@@ -24,7 +25,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import numpy as np
 import orjson
 import simdjson
 
@@ -33,10 +33,10 @@ from fleet.placement import (
     HEALTH_PATH,
     METRICS_PATH,
     PRIORITIZE_VERB,
-    SCORE_SCALE,
 )
 from placement import fgd
 from placement.metrics import Metrics
+from placement.points import volcano_points
 from placement.volcano_json import BadRequest, read_nodes, read_task
 from placement.workload import Workload
 
@@ -70,8 +70,9 @@ class Scorer:
         self.metrics.typical = len(typical.weight)
         if not table.names:
             return {"nodeScore": {}, "errorMessage": ""}
-        scores, _ = fgd.scores(typical, table.for_typical(typical), d)
-        points = np.maximum(scores, 0) * SCORE_SCALE
+        nodes = table.for_typical(typical)
+        scores, _ = fgd.scores(typical, nodes, d)
+        points = volcano_points(scores, nodes, d)
         return {
             "nodeScore": {n: float(s) for n, s in zip(table.names, points.tolist(), strict=True)},
             "errorMessage": "",

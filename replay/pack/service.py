@@ -5,9 +5,10 @@ included) plus Volcano's extender calling the placement service (placement/), as
 - Volcano calls the extender only for a task with more than one candidate node; the service
   learns the task's shape then (its window of recent tasks, `placement.workload`), over the
   shipped seed (the trace's default pod list), not over the list being replayed.
-- The service scores every candidate by FGD (`placement.fgd.scores`, 0-100, times
-  `SCORE_SCALE`); Volcano adds its own plugins' scores, which then only break FGD's ties, and
-  picks at random among equal totals.
+- The service ranks every candidate by FGD's score (`placement.fgd.scores`, 0-100), its ties
+  by best fit, each rank worth `SCORE_SCALE` (`placement.points`); Volcano adds its own
+  plugins' scores, which then only break the service's remaining ties, and picks at random
+  among equal totals.
 - A GPU share goes to the GPU the device plugin gives it (lowest index with room), not to the
   GPU FGD scored the node by: the scheduler chooses a node, not a GPU.
 
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.placement import SCORE_SCALE
 from placement import fgd
+from placement.points import volcano_points
 from placement.workload import Workload, read_seed
 from replay.pack.cluster import Cluster, Demand
 from replay.pack.policies import Choice, Context, gpus_for
@@ -43,13 +44,13 @@ class FgdService(VolcanoScoring):
         c = ctx.cluster
         total = self.scores(c, d, nodes)
         if len(nodes) > 1:
-            total = total + SCORE_SCALE * self.service_scores(c, d, nodes).astype(float)
+            total = total + self.service_points(c, d, nodes)
         best = nodes[total == total.max()]
         node = int(best[ctx.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
         return node, gpus_for(ctx, node, d, "first")
 
-    def service_scores(self, c: Cluster, d: Demand, nodes: np.ndarray) -> np.ndarray:
-        """What the service answers for the task on `nodes` (0-100; 0 where FGD says -1)."""
+    def service_points(self, c: Cluster, d: Demand, nodes: np.ndarray) -> np.ndarray:
+        """What the service answers for the task on `nodes` (`placement.points`)."""
         self.calls += 1
         spec = () if d.accepts is None else tuple(np.asarray(c.models)[d.accepts].tolist())
         gpu_milli = d.milli if d.num_gpu else 0
@@ -64,4 +65,4 @@ class FgdService(VolcanoScoring):
         )
         demand = fgd.Demand(cpu_milli=d.cpu, num_gpu=d.num_gpu, gpu_milli=gpu_milli)
         scores, _ = fgd.scores(typical, candidates, demand)
-        return np.maximum(scores, 0)
+        return volcano_points(scores, candidates, demand)

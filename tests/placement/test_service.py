@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fleet import labels
@@ -178,3 +179,28 @@ def post(url: str, body: Any) -> Any:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+def test_the_answer_breaks_fgds_integer_ties_by_best_fit() -> None:
+    """Over the shipped seed, nodes whose FGD scores tie (the old answer: equal points,
+    Volcano's random pick) are answered in best-fit order, a rank apart; FGD's order comes
+    first."""
+    scorer = Scorer(Workload(read_seed(), window=0))
+    shapes = [(g, c) for g in (1, 2, 4, 8) for c in (6000, 10000, 14000, 20000, 30000, 60000)]
+    candidates = [
+        node(f"n{g}-{c}", gpus=8, idle_gpus=g, cpu=96000, idle_cpu=c, model="V100M16")
+        for g, c in shapes
+    ]
+    answer = scorer.prioritize({"task": task("one-gpu", 4000, 1), "nodes": candidates})
+    points = np.array([answer["nodeScore"][f"n{g}-{c}"] for g, c in shapes])
+    typical = scorer.workload.typical()
+    demand = read_task(task("x", 4000, 1)).demand
+    scores, _ = fgd.scores(typical, read_nodes(candidates).for_typical(typical), demand)
+    pairs = [(i, j) for i in range(len(shapes)) for j in range(len(shapes))]
+    tied = [(i, j) for i, j in pairs if scores[i] == scores[j] and shapes[i][0] < shapes[j][0]]
+    assert tied, "the nodes should include FGD ties between nodes with different free GPUs"
+    for i, j in tied:
+        assert points[i] >= points[j] + SCORE_SCALE, (shapes[i], shapes[j])
+    for i, j in pairs:
+        if scores[i] > scores[j]:
+            assert points[i] >= points[j] + SCORE_SCALE, (shapes[i], shapes[j])

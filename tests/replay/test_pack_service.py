@@ -34,7 +34,7 @@ def test_a_cpu_only_pod_goes_where_the_gpus_are_taken() -> None:
     both = np.array([0, 1])
     shipped = VolcanoScoring().scores(cluster, cpu_only, both)
     service = FgdService(Workload(read_seed(), window=0))
-    fgd_points = service.service_scores(cluster, cpu_only, both)
+    fgd_points = service.service_points(cluster, cpu_only, both)
     assert fgd_points[1] > fgd_points[0]
     for seed in range(5):
         ctx = Context(cluster=cluster, rng=np.random.default_rng(seed))
