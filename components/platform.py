@@ -22,6 +22,7 @@ from components.observability import (
     ObservabilityArgs,
     observability_manifests,
 )
+from components.placement import placement_manifests
 from components.policy_gate import (
     PolicyGate,
     PolicyGateArgs,
@@ -244,6 +245,7 @@ def render_manifests(
     for team in config.teams:
         manifests += team_manifests(config, team)
     manifests += volcano_queues(config)
+    manifests += placement_manifests(config)  # `volcano.placement: fgd`, as the Volcano component
     manifests += queue_defaults_manifests(config)
     if config.opa.gate:
         if tls is None:

@@ -1,7 +1,7 @@
 """The placement service as a process of the local fleet (`python -m placement` with this
 virtual environment's Python), under the one supervisor like the upstream servers: attached in
-tests and benchmarks, detached by `fleetplane up` when the stack says `volcano.placement: fgd`
-with a loopback `placement_url`. The local Volcano's scheduler then calls it as the cluster's
+tests and benchmarks, detached by `fleetplane up` when the stack's `volcano.placement` is fgd
+with a loopback `placement_url` (the shipped local stack's, where fgd is then the default). The local Volcano's scheduler then calls it as the cluster's
 calls the Service. It runs this interpreter, so the checkout's (PYTHONPATH) or the installed
 package's service."""
 

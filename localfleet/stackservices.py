@@ -77,8 +77,9 @@ class StackServices:
         return PlacementServer(work_dir=self._dir("placement"), detached=True)
 
     def start_placement(self, fleet: Any) -> None:
-        """The placement service on the port of `volcano.placement_url`, when the stack says
-        `placement: fgd` with a loopback URL (the scheduler's extender calls it there)."""
+        """The placement service on the port of `volcano.placement_url`, when the stack's
+        placement is fgd (its default with a URL) with a loopback URL (the scheduler's extender
+        calls it there): the shipped local stack's."""
         volcano = fleet.volcano
         if volcano.placement != "fgd" or not volcano.placement_url:
             return

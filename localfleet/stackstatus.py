@@ -12,7 +12,7 @@ from typing import Any
 
 from localfleet.controlplane import ClusterError, format_inventory, inventory
 from localfleet.hostcontroller import HostController
-from localfleet.stacklayout import StackLayout
+from localfleet.stacklayout import StackLayout, loopback
 from localfleet.stackservices import StackServices
 
 
@@ -91,6 +91,7 @@ class StackStatus:
             f"volcano {fleet.volcano.chart_version}: "
             + (", ".join(f"{name} ({pid})" for name, pid in running.items()) or "not running")
         )
+        lines.append(self.placement_status(fleet))
         exporter = self.services.exporter_address()
         lines.append(
             f"dcgm-exporter stand-in: {'http://' + exporter + '/metrics' if exporter else 'not running'}"
@@ -122,6 +123,19 @@ class StackStatus:
             'eval "$(fleetplane env)"   # then: pulumi preview --diff --stack ' + self.layout.stack,
         ]
         return "\n".join(lines)
+
+    def placement_status(self, fleet: Any) -> str:
+        """How the scheduler places (`volcano.placement`, default fgd when the service is at
+        hand) and, with fgd, whether the service it calls runs."""
+        volcano = fleet.volcano
+        if volcano.placement != "fgd":
+            return "placement: volcano (Volcano's own scores)"
+        url = volcano.placement_url
+        if url is None or not loopback(url):
+            return f"placement: fgd, the placement service at {url or 'in the cluster'}"
+        pid = self.services.placement.pid()
+        served = f"running ({pid})" if pid else "not running: Volcano's own scores meanwhile"
+        return f"placement: fgd, the placement service at {url} {served}"
 
     def spend(self, fleet: Any) -> dict[str, Any]:
         url = fleet.controller.opa_url

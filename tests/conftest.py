@@ -185,7 +185,8 @@ VOLCANO_TEAMS = [
 def volcano(kube: LocalCluster) -> Iterator[Any]:
     """The pinned Volcano release running on `kube` (webhooks, controllers, scheduler),
     configured as the chart is from a fleet of the local stack's pools with two test teams
-    (`VOLCANO_TEAMS`), whose namespaces, queues and priority classes are created."""
+    (`VOLCANO_TEAMS`), whose namespaces, queues and priority classes are created, and
+    `placement: volcano`."""
     from components.tenancy import priority_classes, team_manifests
     from components.volcano import volcano_queues
     from fleet.config import load_stack_config, parse_fleet
@@ -196,6 +197,10 @@ def volcano(kube: LocalCluster) -> Iterator[Any]:
     raw = local.model_dump(mode="json", exclude_none=True)
     raw["teams"] = VOLCANO_TEAMS
     raw.pop("approvals", None)  # granted to the local stack's teams, which these replace
+    # Volcano's own scores, by name: the local stack defaults to fgd (its loopback placement
+    # service), which no test session runs; a test of the service adds it with its own.
+    raw["volcano"] = {**raw.get("volcano", {}), "placement": "volcano"}
+    raw["volcano"].pop("placement_url", None)
     fleet = parse_fleet(raw)
     runner = LocalVolcano(cluster=kube, fleet=fleet)
     runner.start()

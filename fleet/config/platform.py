@@ -3,12 +3,16 @@ CronJob, and observability (Pushgateway, rules, dashboards, report)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field
 
 from fleet import catalog
 from fleet.config.base import ConfigModel, ImageByDigest, Name, NamespaceName
+from fleet.placement import service_image
+
+Placement = Literal["volcano", "fgd"]
 
 
 class GpuOperatorConfig(ConfigModel):
@@ -53,11 +57,14 @@ class VolcanoConfig(ConfigModel):
     CPU-only pod while all its GPUs are idle, so set it only where every GPU shape has at least
     this many cores per GPU (docs/replay.md, "A reservation per node shape"). Default None
     (off)."""
-    placement: Literal["volcano", "fgd"] = "volcano"
+    placement: Placement = "volcano"
     """How the scheduler picks a node among those a pod fits on. volcano: its own scores
     (binpack, nodeorder). fgd: the placement service's fragmentation gradient (Weng et al.,
     ATC 2023) through Volcano's `extender` plugin, deciding; Volcano's scores break its ties,
-    and decide alone while the service is down or slow (docs/placement.md). Default volcano."""
+    and decide alone while the service is down or slow (docs/placement.md). Default fgd when
+    the service is at hand: its image (`placement_image`, else `controller.image`, which
+    carries it) or a `placement_url`; volcano otherwise (a fleet without either has no service
+    to call). Written explicitly, either keeps its meaning."""
     placement_image: ImageByDigest | None = None
     """The placement service's image by digest, for `placement: fgd` (a Deployment and Service
     in the release's namespace). Default None: the controller's image (`controller.image`),
@@ -67,6 +74,43 @@ class VolcanoConfig(ConfigModel):
     """With `placement: fgd`, the base URL of a placement service that runs elsewhere (the
     local fleet's, on loopback): no Deployment is declared, the scheduler calls this URL.
     Default None."""
+
+
+def with_default_placement(volcano: Any, controller: Any) -> Any:
+    """The `volcano` section as given (a mapping, a `VolcanoConfig` or nothing) with
+    `placement` resolved where it is not written: fgd when the placement service is at hand
+    (its image, `placement_image` or else `controller.image`, which carries it; or a
+    `placement_url`), volcano otherwise. Read before the sections are validated, since the
+    default of one depends on another; a value that is not a mapping is left to validation."""
+    if volcano is None:
+        volcano = {}
+    if isinstance(volcano, VolcanoConfig):
+        if "placement" in volcano.model_fields_set:
+            return volcano
+        placement = _default_placement(
+            volcano.placement_image, volcano.placement_url, _value(controller, "image")
+        )
+        return volcano.model_copy(update={"placement": placement})
+    if not isinstance(volcano, Mapping) or "placement" in volcano:
+        return volcano
+    placement = _default_placement(
+        volcano.get("placement_image"), volcano.get("placement_url"), _value(controller, "image")
+    )
+    return {**volcano, "placement": placement}
+
+
+def _default_placement(
+    placement_image: Any, placement_url: Any, controller_image: Any
+) -> Placement:
+    at_hand = service_image(placement_image or None, controller_image or None) or placement_url
+    return "fgd" if at_hand else "volcano"
+
+
+def _value(section: Any, key: str) -> Any:
+    """`key` of a section given as a mapping or a model, None when absent."""
+    if isinstance(section, Mapping):
+        return section.get(key)
+    return getattr(section, key, None)
 
 
 class AdmissionFrontConfig(ConfigModel):

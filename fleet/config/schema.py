@@ -20,6 +20,7 @@ from fleet.config.platform import (
     ObservabilityConfig,
     OpaConfig,
     VolcanoConfig,
+    with_default_placement,
 )
 from fleet.config.teams import TeamConfig
 from fleet.config.workflows import HealthConfig, LifetimeConfig, UpgradeConfig
@@ -87,6 +88,17 @@ class FleetConfig(OperatorsMixin):
             else:
                 merged[name] = override
         return {**data, "workload_types": merged}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_default_placement(cls, data: Any) -> Any:
+        # `volcano.placement`'s default depends on `controller.image` (fleet.config.platform).
+        if not isinstance(data, dict):
+            return data
+        return {
+            **data,
+            "volcano": with_default_placement(data.get("volcano"), data.get("controller")),
+        }
 
     # Derived views used by the components and the rendering.
 

@@ -5,7 +5,8 @@ temporary directory and a copy of `stacks/Pulumi.local.yaml` that points at that
 free loopback ports for every server (passed as `--config-file`; Alertmanager takes a free port
 of itself), so it passes beside a running main job (`make up`, then `make test`):
 
-1. `up`: the fleet's objects exist in the cluster, and the gate's OPA serves on loopback;
+1. `up`: the fleet's objects exist in the cluster, the gate's OPA serves on loopback, and
+   the scenario's pods were placed by fgd (the default), the placement service on loopback;
 2. the gate, in the cluster: a workload applied as a member of a team is admitted, one that
    breaks a policy is denied with the webhook's message;
 3. a second `pulumi up` changes nothing;
@@ -132,6 +133,7 @@ def stack(
     fleet["controller"]["prometheus_url"] = f"http://127.0.0.1:{free_port()}"
     # every server of this stack on a port of its own: a main job's stack may be up beside it
     fleet["observability"]["pushgateway"]["url"] = f"http://127.0.0.1:{free_port()}"
+    fleet["volcano"]["placement_url"] = f"http://127.0.0.1:{free_port()}"
     config_file = state / "Pulumi.local.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     local = LocalStack(state_dir=state, config_file=config_file, log=print, alert_webhook=alerts[0])
@@ -227,6 +229,18 @@ def test_local_stack_lifecycle(
     assert "policy gate: enforcing" in summary and "OPA healthy" in summary
     assert "helm charts: off" in summary
     assert "volcano 1.15.1: vc-webhook-manager" in summary
+    # placement by default as a fleet with the controller's image has it: fgd, the scheduler's
+    # extender calling the placement service the stack runs on loopback, which the scenario's
+    # pods were scored by
+    placement_url = stack.fleet().volcano.placement_url
+    assert f"placement: fgd, the placement service at {placement_url} running" in summary
+    scored = requests.get(f"{placement_url}/metrics", timeout=10).text
+    answered = [
+        float(line.rsplit(" ", 1)[1])
+        for line in scored.splitlines()
+        if line.startswith('fleetplane_placement_requests_total{verb="prioritize",outcome="ok"}')
+    ]
+    assert answered and answered[0] > 0, scored[:2000]
     # the scenario played on the live fleet: Volcano placed, the controller warned, preempted
     # a gang whole and reclaimed, the gate refused
     assert "=== scenario: the fleet at work ===" in summary

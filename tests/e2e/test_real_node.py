@@ -48,7 +48,7 @@ from controller.nodeflow.settings import WorkflowSettings
 from controller.nodeflow.validator import NO_DRIVER, UNHEALTHY, read_verdict, validator_pod
 from controller.remediation import states
 from controller.remediation.remedy_pods import remedy_pod
-from localfleet.controlplane import BIN_DIR
+from localfleet.controlplane import BIN_DIR, free_port
 from localfleet.servers import PrometheusServer, Sample
 from localfleet.stack import LocalStack
 
@@ -181,6 +181,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, images: Path) -> Iterator[Lo
         "window_seconds": IDLE_WINDOW,
         "grace_seconds": 0,
     }
+    # the placement service on a port of its own: a main job's stack may be up beside it
+    fleet["volcano"]["placement_url"] = f"http://127.0.0.1:{free_port()}"
     config_file = state / "Pulumi.local.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     local = LocalStack(

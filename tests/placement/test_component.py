@@ -39,16 +39,46 @@ def tiers(result: Any) -> list[dict[str, Any]]:
     return list(yaml.safe_load(release["values"]["custom"]["scheduler_config_override"])["tiers"])
 
 
-def test_the_default_is_volcanos_own_scores(prod: FleetConfig) -> None:
-    assert prod.volcano.placement == "volcano"
-    result = declared(prod)
+def test_placement_volcano_written_is_volcanos_own_scores(prod: FleetConfig) -> None:
+    fleet = with_volcano(prod, placement="volcano")
+    result = declared(fleet)
     names = [p["name"] for t in tiers(result) for p in t["plugins"]]
     assert "extender" not in names
     assert not [r for r in result.registrations if "placement" in r.name]
 
 
+def test_the_default_with_the_controllers_image_is_fgd_declared(prod: FleetConfig) -> None:
+    """prod writes no placement and has the controller's image: the scheduler calls the
+    service, ignorable, and the component declares it (Deployment of that image, Service)."""
+    assert prod.controller.image is not None and prod.volcano.placement_url is None
+    assert prod.volcano.placement == "fgd"
+    result = declared(prod)
+    conf = tiers(result)
+    extender = conf[-1]["plugins"][-1]
+    assert extender["name"] == "extender"
+    assert extender["arguments"]["extender.ignorable"] is True
+    assert extender["arguments"]["extender.urlPrefix"] == service_url(prod.volcano.namespace)
+    kinds = {r.typ.rsplit(":", 1)[-1]: r for r in result.registrations if "placement" in r.name}
+    assert {"ServiceAccount", "Deployment", "Service", "PodDisruptionBudget"} <= set(kinds)
+    (container,) = kinds["Deployment"].inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == prod.controller.image
+    assert kinds["Service"].inputs["spec"]["ports"][0]["port"] == PORT
+
+
+def test_the_default_without_any_image_declares_nothing(prod: FleetConfig) -> None:
+    document = prod.model_dump(mode="json", exclude_none=True)
+    document["volcano"].pop("placement")
+    document["controller"].pop("image")
+    document["controller"]["suspend"] = True
+    fleet = FleetConfig.model_validate(document)
+    assert fleet.volcano.placement == "volcano"
+    result = declared(fleet)
+    assert "extender" not in [p["name"] for t in tiers(result) for p in t["plugins"]]
+    assert not [r for r in result.registrations if "placement" in r.name]
+
+
 def test_fgd_adds_the_ignorable_extender_and_declares_the_service(prod: FleetConfig) -> None:
-    shipped = tiers(declared(prod))
+    shipped = tiers(declared(with_volcano(prod, placement="volcano")))
     fleet = with_volcano(prod, placement="fgd", placement_image=IMAGE)
     result = declared(fleet)
     conf = tiers(result)

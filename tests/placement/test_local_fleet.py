@@ -11,6 +11,7 @@ import pytest
 
 from localfleet.processes import free_port, http_ok
 from localfleet.stackservices import StackServices
+from localfleet.stackstatus import StackStatus
 
 
 def fleet(placement: str, url: str | None) -> Any:
@@ -25,8 +26,13 @@ def test_the_service_runs_on_the_stacks_loopback_port_and_stops(tmp_path: Path) 
     port = free_port("127.0.0.1")
     services.start_placement(fleet("fgd", f"http://127.0.0.1:{port}"))
     try:
-        assert services.placement.pid() is not None
+        pid = services.placement.pid()
+        assert pid is not None
         assert http_ok(f"http://127.0.0.1:{port}/healthz")
+        status = StackStatus(layout=None, services=services, controller=None)  # type: ignore[arg-type]
+        assert status.placement_status(fleet("fgd", f"http://127.0.0.1:{port}")) == (
+            f"placement: fgd, the placement service at http://127.0.0.1:{port} running ({pid})"
+        )
     finally:
         services.placement.stop()
     assert not http_ok(f"http://127.0.0.1:{port}/healthz")

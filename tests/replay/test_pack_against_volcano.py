@@ -1,7 +1,11 @@
 """The replay's model of the shipped Volcano configuration held against the real vc-scheduler
 (v1.15.1, as the local fleet runs it): a seeded sample of the trace's pods, submitted one after
 another in one queue to KWOK nodes of the trace's node shapes, and the same arrivals in the
-model (replay/pack/realcheck.py; the figures are printed, `-s` shows them)."""
+model (replay/pack/realcheck.py; the figures are printed, `-s` shows them).
+
+"Shipped" is `volcano.placement: volcano` by name (the `volcano` fixture writes it): Volcano's
+own scores, no longer the default of a fleet with the controller's image, which is fgd
+(tests/placement/test_against_volcano.py holds that one)."""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ AGREEMENT = 0.95
 
 def restart_scheduler(volcano: Any, *, period: str, tiers: list[dict[str, Any]] | None) -> None:
     """vc-scheduler again with this session period and scheduler configuration (None: the
-    shipped one, as the fixture wrote it)."""
+    shipped one, `placement: volcano`, as the fixture wrote it)."""
     volcano.kill("vc-scheduler")
     volcano.write_configuration()
     if tiers is not None:
@@ -99,6 +103,9 @@ def check(kube: LocalCluster, configuration: str, policy: VolcanoScoring) -> rea
 def test_the_model_of_the_shipped_configuration_places_as_volcano_does(
     kube: LocalCluster, fast_volcano: Any
 ) -> None:
+    # `placement: volcano` by name: the tiers the model reads, without the extender
+    assert fast_volcano.fleet.volcano.placement == "volcano"
+    assert "extender" not in (fast_volcano.work_dir / "volcano-scheduler.conf").read_text()
     comparison = check(kube, "shipped", VolcanoScoring(SHIPPED))
     assert not comparison.timed_out, comparison.text()
     assert comparison.tie_aware.share >= AGREEMENT, comparison.text()
