@@ -55,6 +55,11 @@ class Log:
         if self._logger.isEnabledFor(level):
             self._logger.log(level, event, extra={"fields": fields})
 
+    def debugging(self) -> bool:
+        """Whether debug lines are written: a caller that would log one line per object (tens
+        of thousands a pass at fleet scale) asks first and builds none of them otherwise."""
+        return self._logger.isEnabledFor(logging.DEBUG)
+
     def debug(self, event: str, **fields: Any) -> None:
         self._emit(logging.DEBUG, event, fields)
 
