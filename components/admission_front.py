@@ -35,6 +35,7 @@ from components.kube import (
     declare_all,
     meta,
     restricted_container_security_context,
+    service,
 )
 from components.tls import TlsBundle, TlsMaterial, generate_tls_bundle, service_dns_names
 from components.tokens import BearerToken, TokenMaterial, generate_token
@@ -277,20 +278,12 @@ def admission_front_manifests(config: FleetConfig, material: FrontMaterial) -> l
                 },
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(front.name, ns, component=COMPONENT),
-            "spec": {
-                "selector": selector,
-                "ports": [
-                    {
-                        "name": "https",
-                        "port": SERVICE_PORT,
-                        "targetPort": "https",
-                        "protocol": "TCP",
-                    }
-                ],
-            },
-        },
+        service(
+            front.name,
+            ns,
+            component=COMPONENT,
+            selector=selector,
+            ports={"https": SERVICE_PORT},
+            protocol="TCP",
+        ),
     ]

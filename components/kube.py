@@ -144,6 +144,36 @@ def meta(
     return meta
 
 
+def service(
+    name: str,
+    namespace: str,
+    *,
+    component: str,
+    selector: dict[str, str],
+    ports: dict[str, int],
+    protocol: str | None = None,
+    extra_labels: dict[str, str] | None = None,
+) -> Manifest:
+    """A ClusterIP Service in front of the pods `selector` picks, the one shape every Service
+    of the platform has. `ports` maps a port's name to its number; each port targets the
+    pods' container port of the same name, so a component renumbers its container without
+    touching its Service. `protocol` is written on every port when given: the gate's and the
+    admission front's Services have always written `TCP` (Kubernetes' default), and dropping it
+    would show as a change of every existing stack's Service in `pulumi preview`."""
+    port_list: list[dict[str, Any]] = []
+    for port_name, number in ports.items():
+        port: dict[str, Any] = {"name": port_name, "port": number, "targetPort": port_name}
+        if protocol is not None:
+            port["protocol"] = protocol
+        port_list.append(port)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(name, namespace, component=component, extra_labels=extra_labels),
+        "spec": {"selector": selector, "ports": port_list},
+    }
+
+
 def resource_slug(resource: str) -> str:
     """`nvidia.com/gpu` -> `nvidia-com-gpu`, for object names."""
     return re.sub(r"[^a-z0-9]+", "-", resource.lower()).strip("-")

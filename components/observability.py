@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.kube import Manifest, declare_all, meta, restricted_container_security_context
+from components.kube import (
+    Manifest,
+    declare_all,
+    meta,
+    restricted_container_security_context,
+    service,
+)
 from fleet.config import FleetConfig
 from fleet.render import PUSHGATEWAY_NAME, PUSHGATEWAY_PORT
 from observability.dashboards import dashboards
@@ -83,15 +89,14 @@ def pushgateway_manifests(config: FleetConfig) -> list[Manifest]:
                 },
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(PUSHGATEWAY_NAME, ns, component=COMPONENT, extra_labels=selector),
-            "spec": {
-                "selector": selector,
-                "ports": [{"name": "http", "port": PUSHGATEWAY_PORT, "targetPort": "http"}],
-            },
-        },
+        service(
+            PUSHGATEWAY_NAME,
+            ns,
+            component=COMPONENT,
+            selector=selector,
+            ports={"http": PUSHGATEWAY_PORT},
+            extra_labels=selector,
+        ),
     ]
     if settings.prometheus_operator:
         manifests.append(

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import Manifest, common_labels, meta, restricted_container_security_context
+from components.kube import (
+    Manifest,
+    common_labels,
+    meta,
+    restricted_container_security_context,
+    service,
+)
 from fleet.config import FleetConfig
 from fleet.placement import ENTRYPOINT, HEALTH_PATH, METRICS_PATH, NAME, PORT, service_image
 
@@ -45,15 +51,14 @@ def placement_manifests(fleet: FleetConfig) -> list[Manifest]:
             "automountServiceAccountToken": False,
         },
         _deployment(fleet),
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(NAME, ns, component=COMPONENT, extra_labels=SELECTOR),
-            "spec": {
-                "selector": SELECTOR,
-                "ports": [{"name": "http", "port": PORT, "targetPort": "http"}],
-            },
-        },
+        service(
+            NAME,
+            ns,
+            component=COMPONENT,
+            selector=SELECTOR,
+            ports={"http": PORT},
+            extra_labels=SELECTOR,
+        ),
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",

@@ -21,6 +21,7 @@ from components.kube import (
     declare_all,
     meta,
     restricted_container_security_context,
+    service,
 )
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
 from components.tokens import BearerToken, TokenMaterial
@@ -527,22 +528,14 @@ def policy_gate_manifests(
                 },
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(opa.name, ns, component=component),
-            "spec": {
-                "selector": selector,
-                "ports": [
-                    {
-                        "name": "https",
-                        "port": OPA_SERVICE_PORT,
-                        "targetPort": "https",
-                        "protocol": "TCP",
-                    }
-                ],
-            },
-        },
+        service(
+            opa.name,
+            ns,
+            component=component,
+            selector=selector,
+            ports={"https": OPA_SERVICE_PORT},
+            protocol="TCP",
+        ),
     ]
     if opa.replicas > 1:
         in_cluster.append(

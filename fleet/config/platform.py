@@ -3,8 +3,7 @@ CronJob, and observability (Pushgateway, rules, dashboards, report)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -76,41 +75,16 @@ class VolcanoConfig(ConfigModel):
     Default None."""
 
 
-def with_default_placement(volcano: Any, controller: Any) -> Any:
-    """The `volcano` section as given (a mapping, a `VolcanoConfig` or nothing) with
-    `placement` resolved where it is not written: fgd when the placement service is at hand
-    (its image, `placement_image` or else `controller.image`, which carries it; or a
-    `placement_url`), volcano otherwise. Read before the sections are validated, since the
-    default of one depends on another; a value that is not a mapping is left to validation."""
-    if volcano is None:
-        volcano = {}
-    if isinstance(volcano, VolcanoConfig):
-        if "placement" in volcano.model_fields_set:
-            return volcano
-        placement = _default_placement(
-            volcano.placement_image, volcano.placement_url, _value(controller, "image")
-        )
-        return volcano.model_copy(update={"placement": placement})
-    if not isinstance(volcano, Mapping) or "placement" in volcano:
+def with_default_placement(volcano: VolcanoConfig, controller_image: str | None) -> VolcanoConfig:
+    """The validated `volcano` section with `placement` resolved where it is not written: fgd
+    when the placement service is at hand (its image, `placement_image` or else
+    `controller.image`, which carries it; or a `placement_url`), volcano otherwise. The fleet
+    applies it once its sections are validated (FleetConfig), since this default depends on
+    another section."""
+    if "placement" in volcano.model_fields_set:
         return volcano
-    placement = _default_placement(
-        volcano.get("placement_image"), volcano.get("placement_url"), _value(controller, "image")
-    )
-    return {**volcano, "placement": placement}
-
-
-def _default_placement(
-    placement_image: Any, placement_url: Any, controller_image: Any
-) -> Placement:
-    at_hand = service_image(placement_image or None, controller_image or None) or placement_url
-    return "fgd" if at_hand else "volcano"
-
-
-def _value(section: Any, key: str) -> Any:
-    """`key` of a section given as a mapping or a model, None when absent."""
-    if isinstance(section, Mapping):
-        return section.get(key)
-    return getattr(section, key, None)
+    at_hand = service_image(volcano.placement_image, controller_image) or volcano.placement_url
+    return volcano.model_copy(update={"placement": "fgd" if at_hand else "volcano"})
 
 
 class AdmissionFrontConfig(ConfigModel):

@@ -89,16 +89,17 @@ class FleetConfig(OperatorsMixin):
                 merged[name] = override
         return {**data, "workload_types": merged}
 
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_default_placement(cls, data: Any) -> Any:
+    @model_validator(mode="after")
+    def _resolve_default_placement(self) -> FleetConfig:
         # `volcano.placement`'s default depends on `controller.image` (fleet.config.platform).
-        if not isinstance(data, dict):
-            return data
-        return {
-            **data,
-            "volcano": with_default_placement(data.get("volcano"), data.get("controller")),
-        }
+        # The model is frozen and this is still its construction, hence object.__setattr__ (as
+        # a frozen dataclass's __post_init__ does); the section counts as written, so a dump
+        # without unset fields keeps the resolved value.
+        object.__setattr__(
+            self, "volcano", with_default_placement(self.volcano, self.controller.image)
+        )
+        self.model_fields_set.add("volcano")
+        return self
 
     # Derived views used by the components and the rendering.
 

@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
 
-from controller.act.events import EventRecorder
 from controller.act.opa import Decision, Opa
 from controller.act.preempt import _evict, act_on_preemption
-from controller.act.runtime import Runtime
-from controller.config import Settings
-from controller.decide.preempt import Candidate, NodeOption, Preemption, PreemptPlan
+from controller.decide.preempt import Candidate, NodeOption, PreemptPlan
 from controller.errors import PermanentError
 from controller.observe.kube import KubeClient
-from controller.summary import Summary
 from localfleet.servers import OpaServer
+from tests.controller.act_kit import a_preemption, act_runtime, printed
 from tests.controller.builders import NOW, a_pod, config_document, fleet
 
 pytestmark = pytest.mark.integration
@@ -56,38 +52,16 @@ def run_dry(opa_server: OpaServer, victims: list[Candidate], analytics_holds: in
     preemptor = a_pod("big").type("training").gpus(4).priority(5000).pending(NOW - 1200).build()
     need = {"nvidia.com/gpu": sum(v.devices for v in victims)}
     option = NodeOption(node="n1", need=need, candidates=tuple(victims), victims=tuple(victims))
-    plan = PreemptPlan(
-        preemptions=[
-            Preemption(
-                preemptor=preemptor,
-                priority=5000,
-                team="research",
-                pending_seconds=1200,
-                demand=dict(preemptor.demand),
-                options=(option,),
-            )
-        ]
-    )
+    plan = PreemptPlan(preemptions=[a_preemption(preemptor, option, pending_seconds=1200)])
     held = [v.pod for v in victims]
     rest = analytics_holds - sum(v.devices for v in victims)
     if rest:
         held.append(a_pod("rest").in_ns("analytics").type("batch").gpus(rest).on("n2").build())
     opa = Recording(opa_server.url)
-    out = io.StringIO()
     kube = KubeClient.__new__(KubeClient)  # never called under --dry-run
-    settings = Settings(prometheus_url="http://unused", opa_url=opa_server.url, dry_run=True)
-    rt = Runtime(
-        kube=kube,
-        opa=opa,
-        fleet=fleet(),
-        settings=settings,
-        now=NOW,
-        summary=Summary(dry_run=True),
-        events=EventRecorder(kube, dry_run=True),
-        out=out,
-    )
+    rt = act_runtime(kube, opa, fleet(), opa_url=opa_server.url, now=NOW, dry_run=True)
     act_on_preemption(rt, plan, held)
-    return opa.asked, out.getvalue()
+    return opa.asked, printed(rt)
 
 
 def test_victims_of_one_team_are_judged_with_the_usage_left_after_those_before(
@@ -125,28 +99,12 @@ class RefusingKube:
 def test_an_eviction_that_fails_otherwise_takes_the_annotation_back() -> None:
     victim = candidate("a1", 2, 60)
     preemptor = a_pod("big").type("training").gpus(2).priority(5000).pending(NOW - 1200).build()
-    preemption = Preemption(
-        preemptor=preemptor,
-        priority=5000,
-        team="research",
-        pending_seconds=1200,
-        demand=dict(preemptor.demand),
-        options=(),
-    )
+    preemption = a_preemption(preemptor, pending_seconds=1200)
     option = NodeOption(
         node="n1", need={"nvidia.com/gpu": 2}, candidates=(victim,), victims=(victim,)
     )
     kube: Any = RefusingKube()
-    rt = Runtime(
-        kube=kube,
-        opa=Opa("http://unused"),
-        fleet=fleet(),
-        settings=Settings(prometheus_url="http://unused", opa_url="http://unused"),
-        now=NOW,
-        summary=Summary(),
-        events=EventRecorder(kube, dry_run=False),
-        out=io.StringIO(),
-    )
+    rt = act_runtime(kube, Opa("http://unused"), fleet(), opa_url="http://unused", now=NOW)
     with pytest.raises(PermanentError):
         _evict(rt, preemption, option, victim, None)
     assert [p["metadata"]["uid"] for p in kube.patches] == [victim.pod.uid] * 2

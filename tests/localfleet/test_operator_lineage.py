@@ -11,20 +11,14 @@ from controller.decide.lineage import by_uid, lineage
 from controller.observe.kube import KubeClient
 from controller.observe.snapshot import take_snapshot
 from localfleet.operators import LocalOperators
-from tests.localfleet.test_operators import (  # noqa: F401 (the fixture)
-    NS,
-    delete,
-    operators,
-    placed,
-    trainjob,
-)
+from tests.localfleet.operator_kit import NS, delete, placed, trainjob
 from tests.localfleet.test_volcano import name
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_trainjobs_pods_are_kept_under_the_trainjob(
-    operators: LocalOperators,  # noqa: F811
+    operators: LocalOperators,
 ) -> None:
     cluster = operators.cluster
     app = name("tj")

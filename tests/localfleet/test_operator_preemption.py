@@ -18,26 +18,23 @@ import pytest
 from controller.act.events import EventRecorder
 from controller.act.preempt import act_on_preemption
 from controller.act.runtime import Runtime
-from controller.decide.preempt import Candidate, NodeOption, Preemption, PreemptPlan
+from controller.decide.preempt import Candidate, NodeOption, PreemptPlan
 from controller.observe.model import Pod, pod_from_api
 from controller.summary import Summary
+from tests.controller.act_kit import a_preemption, printed
 from tests.controller.builders import a_pod
-from tests.localfleet.test_operator_stops import (  # noqa: F401 (the fixtures)
+from tests.localfleet.operator_kit import (
+    NS,
     TRAINING,
     Stops,
-    gone_and_stays,
-    reasons_on,
-    stops,
-)
-from tests.localfleet.test_operators import (  # noqa: F401 (the fixture)
-    NS,
-    QUEUE,
     delete,
-    operators,
+    gone_and_stays,
+    leaderworkerset,
     placed,
+    reasons_on,
     trainjob,
 )
-from tests.localfleet.test_volcano import name, pod_spec
+from tests.localfleet.test_volcano import name
 
 pytestmark = pytest.mark.integration
 
@@ -71,18 +68,7 @@ def preempt(rt: Runtime, pods: list[dict[str, Any]]) -> PreemptPlan:
     option = NodeOption(
         node=node, need=dict(victims[0].demand), candidates=(victim,), victims=(victim,)
     )
-    plan = PreemptPlan(
-        preemptions=[
-            Preemption(
-                preemptor=preemptor,
-                priority=5000,
-                team="research",
-                pending_seconds=600,
-                demand=dict(preemptor.demand),
-                options=(option,),
-            )
-        ]
-    )
+    plan = PreemptPlan(preemptions=[a_preemption(preemptor, option, pending_seconds=600)])
     act_on_preemption(rt, plan, victims)
     return plan
 
@@ -99,20 +85,18 @@ def dry(rt: Runtime) -> Runtime:
 
 
 def test_a_preempted_trainjob_is_suspended_whole_not_evicted(
-    stops: Stops,  # noqa: F811
+    stops: Stops,
 ) -> None:
     cluster = stops.cluster
     app = name("tj")
-    job = trainjob(app)
-    job["spec"]["podTemplateOverrides"][0]["metadata"]["labels"].update(TRAINING)
-    cluster.apply([job])
+    cluster.apply([trainjob(app, labels=TRAINING)])
     try:
         selector = f"jobset.sigs.k8s.io/jobset-name={app}"
         pods = placed(cluster, selector, 2)
         # --dry-run names the object that would be stopped: the TrainJob above the JobSet
         looked = dry(stops.rt)
         preempt(looked, pods)
-        out = looked.out.getvalue()  # type: ignore[attr-defined]
+        out = printed(looked)
         assert f"would stop (suspend) TrainJob {NS}/{app}:" in out, out
         assert "evict" not in out, out
         assert cluster.get_json("trainjob", app, "-n", NS)["spec"].get("suspend") is not True
@@ -133,35 +117,17 @@ def test_a_preempted_trainjob_is_suspended_whole_not_evicted(
 
 
 def test_a_preempted_leaderworkerset_is_scaled_to_zero(
-    stops: Stops,  # noqa: F811
+    stops: Stops,
 ) -> None:
     cluster = stops.cluster
     app = name("lws")
-    spec = pod_spec(1)
-    spec["containers"][0]["resources"]["requests"] = {"nvidia.com/gpu": "1"}
-    template = {
-        "metadata": {"labels": {"app": app, **TRAINING}, "annotations": QUEUE},
-        "spec": spec,
-    }
-    lws = {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": app, "namespace": NS, "annotations": QUEUE},
-        "spec": {
-            "replicas": 1,
-            "leaderWorkerTemplate": {
-                "size": 2,
-                "leaderTemplate": template,
-                "workerTemplate": template,
-            },
-        },
-    }
+    lws = leaderworkerset(app, 2, labels=TRAINING)
     cluster.apply([lws])
     try:
         pods = placed(cluster, f"app={app}", 2)
         looked = dry(stops.rt)
         preempt(looked, pods)
-        out = looked.out.getvalue()  # type: ignore[attr-defined]
+        out = printed(looked)
         assert f"would stop (scale-to-zero) LeaderWorkerSet {NS}/{app}:" in out, out
 
         preempt(stops.rt, pods)

@@ -6,7 +6,6 @@ integration gang through it (one PodGroup of the whole workload, in the team's q
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,40 +19,21 @@ from localfleet.operators import (
     stop_operators,
 )
 from localfleet.processes import alive
-from tests.conftest import _LOG_SOURCES
-from tests.localfleet.test_volcano import TOLERATE_ALL, name, pod_spec, running, wait_for
+from tests.localfleet.operator_kit import (
+    NS,
+    QUEUE,
+    delete,
+    items,
+    leaderworkerset,
+    placed,
+    ray_cluster_spec,
+    ray_workload,
+    rayjob_spec,
+    trainjob,
+)
+from tests.localfleet.test_volcano import name, pod_spec, wait_for
 
 pytestmark = pytest.mark.integration
-
-NS = "vt-beta"
-QUEUE = {"scheduling.volcano.sh/queue-name": "vt-beta"}
-
-
-@pytest.fixture(scope="module")
-def operators(kube: LocalCluster, volcano: Any) -> Iterator[LocalOperators]:
-    runner = LocalOperators(cluster=kube, detached=False)
-    runner.start()
-    _LOG_SOURCES["operators"] = lambda: "\n".join(runner.log_tail(n) for n in OPERATORS)
-    try:
-        yield runner
-    finally:
-        _LOG_SOURCES.pop("operators", None)
-        runner.stop()
-        # The control plane is shared with the tests that follow: stopped operators' webhooks
-        # (failurePolicy Fail) would refuse every later object of their kinds.
-        for op in OPERATORS.values():
-            for kind in ("Mutating", "Validating"):
-                kube.kubectl(
-                    "delete",
-                    f"{kind.lower()}webhookconfiguration",
-                    f"{op.name}-{kind.lower()}-webhook-configuration",
-                    "--ignore-not-found",
-                    check=False,
-                )
-
-
-def items(kube: LocalCluster, kind: str, selector: str) -> list[dict[str, Any]]:
-    return list(kube.get_json(kind, "-n", NS, "-l", selector)["items"])
 
 
 def owned_by(obj: dict[str, Any], kind: str, owner: str) -> bool:
@@ -66,24 +46,6 @@ def owned_by(obj: dict[str, Any], kind: str, owner: str) -> bool:
 def podgroup(kube: LocalCluster, pod: dict[str, Any]) -> dict[str, Any]:
     group = pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
     return kube.get_json("podgroup", group, "-n", NS)
-
-
-def placed(kube: LocalCluster, selector: str, count: int) -> list[dict[str, Any]]:
-    """Wait for `count` pods matching `selector` running on nodes; return them."""
-
-    def found() -> list[dict[str, Any]] | None:
-        pods = items(kube, "pods", selector)
-        return pods if len(pods) == count and running(pods) else None
-
-    pods: list[dict[str, Any]] = wait_for(f"{count} pods of {selector} running", found, 120)
-    for pod in pods:
-        assert pod["spec"]["schedulerName"] == "volcano", pod["metadata"]["name"]
-        assert pod["spec"].get("nodeName"), pod["metadata"]["name"]
-    return pods
-
-
-def delete(kube: LocalCluster, kind: str, obj: str) -> None:
-    kube.kubectl("delete", kind, obj, "-n", NS, "--wait=false", check=False)
 
 
 def test_each_operator_runs_as_its_own_identity(operators: LocalOperators) -> None:
@@ -174,24 +136,7 @@ def test_a_leaderworkerset_creates_its_statefulsets_and_one_gang(
     group's size, queue from the LeaderWorkerSet's annotation."""
     kube = operators.cluster
     app = name("lws")
-    # LWS sums the templates' requests into the PodGroup's minResources (limits alone, which
-    # the API server copies into a pod's requests, are not in the template): state both.
-    spec = pod_spec(1)
-    spec["containers"][0]["resources"]["requests"] = {"nvidia.com/gpu": "1"}
-    template = {"metadata": {"labels": {"app": app}, "annotations": QUEUE}, "spec": spec}
-    lws = {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": app, "namespace": NS, "annotations": QUEUE},
-        "spec": {
-            "replicas": 1,
-            "leaderWorkerTemplate": {
-                "size": 3,
-                "leaderTemplate": template,
-                "workerTemplate": template,
-            },
-        },
-    }
+    lws = leaderworkerset(app, 3)
     kube.apply([lws])
     try:
         pods = placed(kube, f"app={app}", 3)
@@ -206,24 +151,6 @@ def test_a_leaderworkerset_creates_its_statefulsets_and_one_gang(
         delete(kube, "leaderworkerset", app)
 
 
-def ray_pod(gpus: int) -> dict[str, Any]:
-    return {
-        "spec": {
-            "containers": [
-                {
-                    "name": "ray",
-                    "image": "rayproject/ray:2.46.0",
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "1Gi"},
-                        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                    },
-                }
-            ],
-            "tolerations": TOLERATE_ALL,
-        }
-    }
-
-
 def test_a_raycluster_creates_head_and_workers_in_one_volcano_gang(
     operators: LocalOperators,
 ) -> None:
@@ -231,24 +158,7 @@ def test_a_raycluster_creates_head_and_workers_in_one_volcano_gang(
     workers (minMember 1 + workers), queue from the `volcano.sh/queue-name` label."""
     kube = operators.cluster
     app = name("ray")
-    cluster = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": app, "namespace": NS, "labels": {"volcano.sh/queue-name": "vt-beta"}},
-        "spec": {
-            "headGroupSpec": {"rayStartParams": {}, "template": ray_pod(0)},
-            "workerGroupSpecs": [
-                {
-                    "groupName": "gpu",
-                    "replicas": 2,
-                    "minReplicas": 2,
-                    "maxReplicas": 2,
-                    "rayStartParams": {},
-                    "template": ray_pod(1),
-                }
-            ],
-        },
-    }
+    cluster = ray_workload("RayCluster", app, ray_cluster_spec(workers=2, worker_gpus=1))
     kube.apply([cluster])
     try:
         pods = placed(kube, f"ray.io/cluster={app}", 3)
@@ -271,27 +181,7 @@ def test_a_rayjob_creates_its_raycluster_in_one_volcano_gang(operators: LocalOpe
     from the RayJob's label; the submitter pod is left out of minMember."""
     kube = operators.cluster
     app = name("rj")
-    rayjob = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": app, "namespace": NS, "labels": {"volcano.sh/queue-name": "vt-beta"}},
-        "spec": {
-            "entrypoint": "python -c 'print(1)'",
-            "rayClusterSpec": {
-                "headGroupSpec": {"rayStartParams": {}, "template": ray_pod(0)},
-                "workerGroupSpecs": [
-                    {
-                        "groupName": "gpu",
-                        "replicas": 1,
-                        "minReplicas": 1,
-                        "maxReplicas": 1,
-                        "rayStartParams": {},
-                        "template": ray_pod(2),
-                    }
-                ],
-            },
-        },
-    }
+    rayjob = ray_workload("RayJob", app, rayjob_spec(ray_cluster_spec(workers=1, worker_gpus=2)))
     kube.apply([rayjob])
     try:
         cluster = wait_for(
@@ -313,28 +203,6 @@ def test_a_rayjob_creates_its_raycluster_in_one_volcano_gang(operators: LocalOpe
         assert all(podgroup(kube, p)["metadata"]["name"] == f"ray-{app}-pg" for p in pods)
     finally:
         delete(kube, "rayjob", app)
-
-
-def trainjob(app: str, runtime: str = "torch-distributed") -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": app, "namespace": NS, "annotations": QUEUE},
-        "spec": {
-            "runtimeRef": {"name": runtime},
-            "trainer": {
-                "numNodes": 2,
-                "resourcesPerNode": {"limits": {"nvidia.com/gpu": "2"}},
-            },
-            "podTemplateOverrides": [
-                {
-                    "targetJobs": [{"name": "node"}],
-                    "spec": {"tolerations": TOLERATE_ALL},
-                    "metadata": {"labels": {"app": app}, "annotations": QUEUE},
-                }
-            ],
-        },
-    }
 
 
 def test_a_trainjob_creates_a_jobset_that_gangs_through_volcano(

@@ -16,13 +16,7 @@ from localfleet.operators import LocalOperators
 from localfleet.scenario import A100, GPU_TOLERATION, SPOT_TOLERATION
 from localfleet.scenario_operators import submit_operator_work
 from tests.components.live_gate import live_gate
-from tests.localfleet.test_operators import (  # noqa: F401 (the fixture)
-    NS,
-    delete,
-    operators,
-    placed,
-)
-from tests.localfleet.test_volcano import wait_for
+from tests.localfleet.operator_kit import NS, delete, placed, rayjob_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +35,7 @@ def funded(fleet: FleetConfig) -> FleetConfig:
 
 
 def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
-    operators: LocalOperators,  # noqa: F811
+    operators: LocalOperators,
     volcano: Any,
     tmp_path: Path,
 ) -> None:
@@ -64,12 +58,7 @@ def test_the_scenarios_trainjob_and_rayjob_pass_the_gate_and_gang_in_volcano(
             assert {p["spec"]["priorityClassName"] for p in nodes} == {PRIORITY}
             group = kube.get_json("podgroup", tj, "-n", NS)
             assert group["spec"]["minMember"] == 2 and group["spec"]["queue"] == NS
-            cluster = wait_for(
-                "the RayJob's RayCluster",
-                lambda: (
-                    kube.get_json("rayjob", rj, "-n", NS).get("status", {}).get("rayClusterName")
-                ),
-            )
+            cluster = rayjob_cluster(kube, rj)
             ray = placed(kube, f"ray.io/cluster={cluster},ray.io/node-type in (head,worker)", 2)
             assert {p["spec"]["priorityClassName"] for p in ray} == {PRIORITY}
             # the submitter runs in the head pod (SidecarMode): no pod of its own to wait for a
