@@ -133,9 +133,15 @@ protections contains "gang" if {
 	not fresh(input.gang.last_checkpoint)
 }
 
+# The messages name instants, not ages: the same facts give the same words on every pass, so the
+# controller (which rewrites a protected pod's reason when it changes) writes a protection
+# once, not on every pass. `now - running_seconds` is the pod's start to the second: the
+# controller's `running_seconds` is int(now) - int(start) (docs/contracts.md).
+started_at := input.now - input.running_seconds
+
 messages["min_runtime"] := sprintf(
-	"running %vs, short of the %vs minimum runtime of %s",
-	[input.running_seconds, min_runtime, input.workload_type],
+	"running since %s, protected until %s by the %vs minimum runtime of %s",
+	[instant(started_at), instant(started_at + min_runtime), min_runtime, input.workload_type],
 )
 
 messages["checkpoint"] := sprintf(
@@ -148,13 +154,19 @@ messages["gang"] := sprintf(
 	[input.gang.name, input.gang.members, checkpoint_text(input.gang.last_checkpoint), max_age],
 )
 
-checkpoint_text(at) := sprintf("%vs ago", [input.now - at]) if is_number(at)
+checkpoint_text(at) := sprintf("at %s", [instant(at)]) if is_number(at)
 
 checkpoint_text(null) := "never recorded"
 
+# Epoch seconds as an RFC 3339 UTC instant to the second; a number OPA cannot format (far out
+# of range) as itself.
+instant(seconds) := text if {
+	text := time.format([seconds * 1000000000, "UTC", "2006-01-02T15:04:05Z07:00"])
+} else := sprintf("%v (epoch seconds)", [seconds])
+
 evidence := sprintf(
-	"nothing protected: ran %vs (minimum %vs), checkpoint %s, %s",
-	[input.running_seconds, min_runtime, checkpoint_state, gang_state],
+	"nothing protected: running since %s (minimum runtime %vs), checkpoint %s, %s",
+	[instant(started_at), min_runtime, checkpoint_state, gang_state],
 )
 
 checkpoint_state := "fresh" if {
