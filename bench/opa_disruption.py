@@ -286,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answers differ between whole and slim inputs: pods {differ[:20]}")
         return 1
     print("answers equal for every pod, whole and slim")
-    differ = recorded_differ(slim_answers, args)
-    if differ:
-        print(f"answers differ from {ANSWERS.name}: pods {differ[:20]}")
+    unlike = recorded_differ(slim_answers, args)
+    if unlike:
+        print(f"answers differ from {ANSWERS.name}: pods {unlike[:20]}")
         return 1
     told = "recorded in" if args.record else "equal to"
     print(f"answers of the first {recorded_span(args.pods)} pods {told} {ANSWERS.name}")
