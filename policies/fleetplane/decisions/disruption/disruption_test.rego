@@ -115,6 +115,28 @@ malformed := {
 	"checkpoint text": {"input": given({"last_checkpoint": "recent"}), "reason": "input.last_checkpoint must be a number or null"},
 	"no gang key": {"input": json.remove(running, ["gang"]), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
 	"gang without members": {"input": given({"gang": {"name": "ml-research/pg", "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"pod without metadata": {"input": given({"pod": {"metadata": "train-0"}}), "reason": "input.pod must be a Pod object with metadata"},
+	"now as text": {"input": given({"now": "1795003600"}), "reason": "input.now must be a non-negative integer"},
+	"now with a fraction": {"input": given({"now": 1795003600.5}), "reason": "input.now must be a non-negative integer"},
+	"negative running": {"input": given({"running_seconds": -1}), "reason": "input.running_seconds must be a non-negative integer"},
+	"checkpoint a boolean": {"input": given({"last_checkpoint": true}), "reason": "input.last_checkpoint must be a number or null"},
+	"gang as text": {"input": given({"gang": "ml-research/pg"}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang name empty": {"input": given({"gang": {"name": "", "members": 2, "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang members a fraction": {"input": given({"gang": {"name": "ml-research/pg", "members": 2.5, "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang checkpoint text": {"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": "recent"}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+}
+
+# Only the problems there are: a null checkpoint is no problem beside a malformed field.
+test_malformed_input_names_only_its_problems if {
+	decide(given({"checkpoints": "yes", "last_checkpoint": null})).reasons == ["input.checkpoints must be a boolean"]
+}
+
+# A workload type without a minimum runtime has none (0s).
+test_type_without_min_runtime_has_none if {
+	bare := object.union(config, {"workload_types": {"reserved-test-type": {"priority": 10}}})
+	answer := disruption.decision with input as given({"workload_type": "reserved-test-type", "running_seconds": 0}) with data.fleetplane.config as bare
+	answer.allow == true
+	answer.reasons == ["nothing protected: running since 2026-11-18T12:06:40Z (minimum runtime 0s), checkpoint fresh, no gang"]
 }
 
 test_malformed_input_protects[name] if {
