@@ -26,7 +26,11 @@ Both bench rules are written into this OPA's copy of the policies only
 
 Prints, per input: OPA's CPU seconds per round (from /proc of the OPA process) and per pod, the
 request bytes per pod, the wall time, and the controller's CPU to build the inputs. Checks the
-answers of `whole` and `slim` are equal for every pod (exit 1 otherwise). Figures only: the
+answers of `whole` and `slim` are equal for every pod, and the answers of the first
+`RECORDED` pods equal the ones recorded in `opa_disruption_answers.json` (allow and reasons,
+word for word: a rewrite of the rules for speed must answer as before; exit 1 otherwise). The
+fleet is judged at a fixed instant (`--now`), so its answers are the same on every run;
+`--record` writes them anew after a change that means to change them. Figures only: the
 machine's load shows in them; nothing asserts timing.
 """
 
@@ -71,6 +75,15 @@ decisions := {key: answer |
 }
 """,
 }
+
+
+NOW = 1795939200
+"""The instant the fleet is judged at (2026-11-29T07:20:00Z): fixed, so the answers recorded
+for it hold on every run."""
+RECORDED = 240
+"""Pods whose answers are recorded: whole blocks of 8 (a gang's members are in its block, so
+their answers do not depend on how many pods follow)."""
+ANSWERS = Path(__file__).with_name("opa_disruption_answers.json")
 
 
 def stamp(at: float) -> str:
@@ -177,14 +190,44 @@ def measure(
     }, answers
 
 
+def recorded_span(pods: int) -> int:
+    return min(RECORDED, pods - pods % 8)
+
+
+def as_recorded(answers: dict[int, Decision], upto: int) -> dict[str, dict[str, Any]]:
+    return {
+        str(k): {"allow": answers[k].allow, "reasons": list(answers[k].reasons)}
+        for k in range(upto)
+        if k in answers
+    }
+
+
+def recorded_differ(answers: dict[int, Decision], args: argparse.Namespace) -> list[str]:
+    """The keys whose answer is not the recorded one (writes them instead under --record)."""
+    upto = recorded_span(args.pods)
+    found = as_recorded(answers, upto)
+    if args.record:
+        document = {"now": args.now, "answers": found}
+        options = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+        ANSWERS.write_bytes(orjson.dumps(document, option=options) + b"\n")
+        return []
+    recorded = orjson.loads(ANSWERS.read_bytes())
+    if recorded["now"] != args.now:
+        return [f"recorded at now={recorded['now']}, judged at {args.now}"]
+    expected = {k: v for k, v in recorded["answers"].items() if int(k) < upto}
+    return sorted((k for k in expected.keys() | found if found.get(k) != expected.get(k)), key=int)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the least CPU")
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--now", type=int, default=NOW, help="the instant judged at")
+    parser.add_argument("--record", action="store_true", help=f"write {ANSWERS.name} anew")
     args = parser.parse_args(argv)
 
-    now = time.time()
+    now = float(args.now)
     started = time.process_time()
     pods: list[Pod] = [pod_from_api(raw_pod(i, now)) for i in range(args.pods)]
     decode_s = time.process_time() - started
@@ -243,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answers differ between whole and slim inputs: pods {differ[:20]}")
         return 1
     print("answers equal for every pod, whole and slim")
+    unlike = recorded_differ(slim_answers, args)
+    if unlike:
+        print(f"answers differ from {ANSWERS.name}: pods {unlike[:20]}")
+        return 1
+    told = "recorded in" if args.record else "equal to"
+    print(f"answers of the first {recorded_span(args.pods)} pods {told} {ANSWERS.name}")
     return 0
 
 

@@ -53,6 +53,16 @@ def trusted_checkpoint(pod: Pod, now: float) -> float | None:
     return at
 
 
+def running_seconds(pod: Pod, now: float) -> int:
+    """Whole seconds since the pod started, as `int(now) - int(started)` (at least 0; 0 when its
+    start is unknown): `now - running_seconds` is then `int(started)` on every pass, the
+    instant the policy names in its reasons, where `int(now - started)` wobbled by a second
+    between passes and so rewrote a protected pod's reason (docs/contracts.md)."""
+    if not pod.started:
+        return 0
+    return max(0, int(now) - int(pod.started))
+
+
 def judged(pod: Pod, freed: frozenset[str]) -> bool:
     return (
         pod.phase == "Running"
@@ -98,7 +108,7 @@ def facts(
                     "pod": {"metadata": pod.metadata()},
                     "workload_type": pod.workload_type or "",
                     "now": int(now),
-                    "running_seconds": int(max(0.0, now - pod.started)) if pod.started else 0,
+                    "running_seconds": running_seconds(pod, now),
                     "checkpoints": checkpoints(pod),
                     "last_checkpoint": None if checkpoint is None else int(checkpoint),
                     "gang": gang,

@@ -4,6 +4,8 @@ nothing)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.act.opa import Decision
 from controller.decide.disruption import (
     DO_NOT_DISRUPT,
@@ -31,6 +33,23 @@ def test_facts_of_a_running_pod() -> None:
     assert given["last_checkpoint"] == int(NOW - 50)
     assert given["gang"] is None
     assert given["now"] == int(NOW)
+
+
+def test_the_start_named_by_now_less_running_seconds_is_the_same_every_pass() -> None:
+    # a start known to a fraction of a second (the API server's startTime is whole seconds; a
+    # start taken from elsewhere need not be): int(now - started) gave 100 at NOW and 101 at
+    # NOW + 0.6, so the start the policy works out (now - running_seconds) moved by a second
+    started = NOW - 100.7
+    pod = replace(a_pod("train").type("training").gpus(1).on("gpu-1").build(), started=started)
+    starts = set()
+    for now in (NOW, NOW + 0.6, NOW + 1.2, NOW + 3600.9):
+        [(_, given)] = facts([pod], now)
+        starts.add(given["now"] - given["running_seconds"])
+    assert starts == {int(started)}
+    # a start after `now` (clock skew) is no negative run time
+    early = a_pod("early").type("training").gpus(1).on("gpu-1", started=NOW + 30).build()
+    [(_, given)] = facts([early], NOW)
+    assert given["running_seconds"] == 0
 
 
 def test_the_input_carries_the_pods_metadata_only_not_copied() -> None:

@@ -23,6 +23,7 @@ KARPENTER = "karpenter.sh/do-not-disrupt"
 OURS = "fleetplane.dev/do-not-disrupt-by"
 CHECKPOINT = "fleetplane.dev/last-checkpoint"
 GANG = "scheduling.k8s.io/group-name"
+REASON = "fleetplane.dev/do-not-disrupt-reason"
 
 
 def gang_member(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -127,3 +128,66 @@ def test_dry_run_writes_nothing_and_no_answer_unprotects_nothing(harness: Harnes
     assert run.actions("disruption.unprotect") == 0
     assert annotations_of(h.pod("solo-0"))[KARPENTER] == "true"
     assert run.summary.errors > 0
+
+
+def protected_events(h: Harness, name: str) -> int:
+    """`DisruptionProtected` Events said about the pod, each repeat counted (the same Event
+    again raises the count of the one already there)."""
+    return sum(
+        int(e.get("count") or 1) for e in h.events(name) if e["reason"] == "DisruptionProtected"
+    )
+
+
+def test_a_protection_is_written_once_while_its_facts_hold(harness: Harness) -> None:
+    """The reason names instants (the start, the checkpoint), not ages, so a later pass over the
+    same facts finds the reason it wrote and writes nothing: no patch, no Event. Reasons that
+    named ages ("running 5s") made a write and an Event per protected pod every pass."""
+    h = harness
+    h.create(bare_pod("young", "training"))
+    h.create(gang_member("stale-0"))
+    h.create(gang_member("stale-1"))
+    pods = h.wait_running("fleetplane.dev/workload-type=training", count=3)
+    started = {p["metadata"]["name"]: started_at(p) for p in pods}
+    minimum = h.document["workload_types"]["training"]["min_runtime_seconds"]
+    assert minimum >= 4
+    # two passes inside every pod's minimum runtime
+    first = max(started.values()) + 2
+    second = first + minimum // 2
+    assert second < min(started.values()) + minimum
+    for name in ("stale-0", "stale-1"):
+        record_checkpoint(h, name, first - 2000)
+
+    names = ("young", "stale-0", "stale-1")
+
+    def written() -> dict[str, tuple[str, str, int]]:
+        return {
+            name: (
+                h.pod(name)["metadata"]["resourceVersion"],
+                annotations_of(h.pod(name)).get(REASON, ""),
+                protected_events(h, name),
+            )
+            for name in names
+        }
+
+    # All three inside their minimum runtime, the gang's checkpoint stale too: one write each.
+    assert h.run(first, concerns=("disruption",)).actions("disruption.protect") == 3
+    once = written()
+    assert [events for _, _, events in once.values()] == [1, 1, 1]
+    assert "protected until" in once["young"][1]
+    assert "its oldest checkpoint at" in once["stale-0"][1]
+    # A later pass over the same facts: the same reasons, nothing written, no Event.
+    assert h.run(second, concerns=("disruption",)).actions("disruption.protect") == 0
+    assert written() == once
+
+    # Past the minimum runtime (young is cleared), the gang protected by its stale checkpoint
+    # alone: its reason changed, written once more; then an hour of passes writes nothing.
+    later = max(started.values()) + minimum + 60
+    run = h.run(later, concerns=("disruption",))
+    assert run.actions("disruption.protect") == 2
+    assert run.actions("disruption.unprotect") == 1
+    gang = {name: marks for name, marks in written().items() if name != "young"}
+    assert all(events == 2 for _, _, events in gang.values())
+    assert "running since" not in gang["stale-0"][1]
+    for now in (later + 30, later + 3600):
+        assert h.run(now, concerns=("disruption",)).actions("disruption.protect") == 0
+        assert {k: v for k, v in written().items() if k != "young"} == gang

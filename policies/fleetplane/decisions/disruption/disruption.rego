@@ -21,18 +21,28 @@ import data.fleetplane.lib.workloads
 # description: '{"allow": bool, "reasons": [string]}; allow false means protect.'
 decision := {"allow": allow, "reasons": reasons}
 
+# The rules are shaped for the batched `decisions`, which answers every running accelerator pod
+# of the fleet each pass (docs/scale.md): on a well-formed input nothing iterates or formats
+# before it is needed. `well_formed` checks the input in one body; the problems are named only
+# when it fails. Each fact is a rule, worked out once per input; a protection's message is
+# formatted only when it holds, the evidence only when nothing does.
+
 default allow := false
 
 allow if {
-	count(input_problems) == 0
-	count(protections) == 0
+	well_formed
+
+	# not short_of_min_runtime, as Rego orders all values, without a negation's cost
+	input.running_seconds >= min_runtime
+	not checkpoint_stale
+	not gang_stale
 }
 
 reasons := [evidence] if {
 	allow
-} else := sort([p | some p in input_problems]) if {
-	count(input_problems) > 0
-} else := sort([messages[p] | some p in protections])
+} else := sort(input_problems) if {
+	not well_formed
+} else := array.concat(checkpoint_reasons, runtime_reasons)
 
 # METADATA
 # entrypoint: true
@@ -49,6 +59,23 @@ decisions := {key: answer |
 
 # ------------------------------------------------------------------ input
 
+# Exactly when input_problems is empty; a missing or malformed field fails it, so it never
+# allows.
+well_formed if {
+	is_object(input.pod.metadata)
+	is_number(input.now)
+	input.now >= 0
+	floor(input.now) == input.now
+	is_number(input.running_seconds)
+	input.running_seconds >= 0
+	floor(input.running_seconds) == input.running_seconds
+	is_object(config.workload_types[input.workload_type])
+	is_boolean(input.checkpoints)
+	type_name(input.last_checkpoint) in {"number", "null"}
+	gang_well_formed
+	is_number(max_age)
+}
+
 input_problems contains "input must be an object" if not is_object(input)
 
 input_problems contains "input.pod must be a Pod object with metadata" if {
@@ -59,7 +86,7 @@ input_problems contains "input.pod must be a Pod object with metadata" if {
 input_problems contains sprintf("input.%s must be a non-negative integer", [field]) if {
 	is_object(input)
 	some field in ["now", "running_seconds"]
-	not workloads.is_whole(object.get(input, field, null))
+	not whole(object.get(input, field, null))
 }
 
 input_problems contains "input.workload_type must be a known workload type" if {
@@ -91,75 +118,106 @@ input_problems contains "data.fleetplane.config.upgrade.checkpoint_max_age_secon
 gang_well_formed if input.gang == null
 
 gang_well_formed if {
-	workloads.non_empty_string(object.get(input.gang, "name", null))
-	workloads.is_whole(object.get(input.gang, "members", null))
-	number_or_null(input.gang, "last_checkpoint")
+	is_string(input.gang.name)
+	input.gang.name != ""
+	is_number(input.gang.members)
+	input.gang.members >= 0
+	floor(input.gang.members) == input.gang.members
+	type_name(input.gang.last_checkpoint) in {"number", "null"}
 }
 
 number_or_null(obj, field) if is_number(obj[field])
 
 number_or_null(obj, field) if obj[field] == null
 
+whole(x) := workloads.is_whole(x)
+
 # ----------------------------------------------------------------- facts
 
-max_age := object.get(config, ["upgrade", "checkpoint_max_age_seconds"], null)
+default max_age := null
 
-min_runtime := object.get(config.workload_types, [input.workload_type, "min_runtime_seconds"], 0)
+max_age := config.upgrade.checkpoint_max_age_seconds
+
+default min_runtime := 0
+
+min_runtime := config.workload_types[input.workload_type].min_runtime_seconds
 
 # Only a recorded checkpoint at most max_age old, and not in the future, is fresh.
-fresh(at) if {
-	is_number(at)
-	at <= input.now
-	input.now - at <= max_age
+checkpoint_fresh if {
+	is_number(input.last_checkpoint)
+	input.last_checkpoint <= input.now
+	input.now - input.last_checkpoint <= max_age
 }
 
-in_gang if {
-	is_object(input.gang)
-	input.gang.members > 1
+gang_fresh if {
+	is_number(input.gang.last_checkpoint)
+	input.gang.last_checkpoint <= input.now
+	input.now - input.gang.last_checkpoint <= max_age
 }
+
+# Read on a well-formed input only: gang null or an object with a whole `members`.
+in_gang if input.gang.members > 1
 
 # ----------------------------------------------------------- protections
 
-protections contains "min_runtime" if input.running_seconds < min_runtime
+short_of_min_runtime if input.running_seconds < min_runtime
 
-protections contains "checkpoint" if {
+checkpoint_stale if {
 	input.checkpoints == true
 	not in_gang
-	not fresh(input.last_checkpoint)
+	not checkpoint_fresh
 }
 
-protections contains "gang" if {
+gang_stale if {
 	in_gang
-	not fresh(input.gang.last_checkpoint)
+	not gang_fresh
 }
 
-messages["min_runtime"] := sprintf(
-	"running %vs, short of the %vs minimum runtime of %s",
-	[input.running_seconds, min_runtime, input.workload_type],
-)
+# The messages name instants, not ages: the same facts give the same words on every pass, so the
+# controller (which rewrites a protected pod's reason when it changes) writes a protection
+# once, not on every pass. `now - running_seconds` is the pod's start to the second: the
+# controller's `running_seconds` is int(now) - int(start) (docs/contracts.md).
+started_at := input.now - input.running_seconds
 
-messages["checkpoint"] := sprintf(
+# In the order of their words ("last checkpoint", "member of gang" before "running since"):
+# the reasons are sorted. A pod is never both checkpoint_stale and gang_stale.
+checkpoint_reasons := [sprintf(
 	"last checkpoint %s; older than %vs would lose work",
 	[checkpoint_text(input.last_checkpoint), max_age],
-)
-
-messages["gang"] := sprintf(
+)] if {
+	checkpoint_stale
+} else := [sprintf(
 	"member of gang %s (%d pods): its oldest checkpoint %s, older than %vs; a split gang loses all of its work",
 	[input.gang.name, input.gang.members, checkpoint_text(input.gang.last_checkpoint), max_age],
-)
+)] if {
+	gang_stale
+} else := []
 
-checkpoint_text(at) := sprintf("%vs ago", [input.now - at]) if is_number(at)
+runtime_reasons := [sprintf(
+	"running since %s, protected until %s by the %vs minimum runtime of %s",
+	[instant(started_at), instant(started_at + min_runtime), min_runtime, input.workload_type],
+)] if {
+	short_of_min_runtime
+} else := []
+
+checkpoint_text(at) := sprintf("at %s", [instant(at)]) if is_number(at)
 
 checkpoint_text(null) := "never recorded"
 
+# Epoch seconds as an RFC 3339 UTC instant to the second; a number OPA cannot format (far out
+# of range) as itself.
+instant(seconds) := text if {
+	text := time.format([seconds * 1000000000, "UTC", "2006-01-02T15:04:05Z07:00"])
+} else := sprintf("%v (epoch seconds)", [seconds])
+
 evidence := sprintf(
-	"nothing protected: ran %vs (minimum %vs), checkpoint %s, %s",
-	[input.running_seconds, min_runtime, checkpoint_state, gang_state],
+	"nothing protected: running since %s (minimum runtime %vs), checkpoint %s, %s",
+	[instant(started_at), min_runtime, checkpoint_state, gang_state],
 )
 
 checkpoint_state := "fresh" if {
 	input.checkpoints == true
-	fresh(input.last_checkpoint)
+	checkpoint_fresh
 } else := "not declared"
 
 gang_state := sprintf("gang %s checkpointed within %vs", [input.gang.name, max_age]) if {

@@ -24,7 +24,7 @@ running := {
 given(patch) := object.union(running, patch)
 
 test_checkpointed_pod_may_be_disrupted if {
-	decide(running) == {"allow": true, "reasons": ["nothing protected: ran 7200s (minimum 600s), checkpoint fresh, no gang"]}
+	decide(running) == {"allow": true, "reasons": ["nothing protected: running since 2026-11-18T10:06:40Z (minimum runtime 600s), checkpoint fresh, no gang"]}
 }
 
 test_pod_without_checkpoints_past_min_runtime_may_be_disrupted if {
@@ -34,25 +34,25 @@ test_pod_without_checkpoints_past_min_runtime_may_be_disrupted if {
 test_gang_checkpointed_may_be_disrupted if {
 	answer := decide(given({"gang": {"name": "ml-research/pg", "members": 4, "last_checkpoint": now - 100}}))
 	answer.allow == true
-	answer.reasons == ["nothing protected: ran 7200s (minimum 600s), checkpoint fresh, gang ml-research/pg checkpointed within 900s"]
+	answer.reasons == ["nothing protected: running since 2026-11-18T10:06:40Z (minimum runtime 600s), checkpoint fresh, gang ml-research/pg checkpointed within 900s"]
 }
 
 protect_cases := {
-	"checkpoint too old": {"input": given({"last_checkpoint": now - 901}), "reasons": ["last checkpoint 901s ago; older than 900s would lose work"]},
+	"checkpoint too old": {"input": given({"last_checkpoint": now - 901}), "reasons": ["last checkpoint at 2026-11-18T11:51:39Z; older than 900s would lose work"]},
 	"checkpoint never recorded": {"input": given({"last_checkpoint": null}), "reasons": ["last checkpoint never recorded; older than 900s would lose work"]},
-	"checkpoint in the future": {"input": given({"last_checkpoint": now + 60}), "reasons": ["last checkpoint -60s ago; older than 900s would lose work"]},
-	"short of min runtime": {"input": given({"running_seconds": 599}), "reasons": ["running 599s, short of the 600s minimum runtime of training"]},
+	"checkpoint in the future": {"input": given({"last_checkpoint": now + 60}), "reasons": ["last checkpoint at 2026-11-18T12:07:40Z; older than 900s would lose work"]},
+	"short of min runtime": {"input": given({"running_seconds": 599}), "reasons": ["running since 2026-11-18T11:56:41Z, protected until 2026-11-18T12:06:41Z by the 600s minimum runtime of training"]},
 	"uncheckpointed gang": {
 		"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": null}}),
 		"reasons": ["member of gang ml-research/pg (2 pods): its oldest checkpoint never recorded, older than 900s; a split gang loses all of its work"],
 	},
 	"gang oldest checkpoint too old": {
 		"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": now - 1000}}),
-		"reasons": ["member of gang ml-research/pg (2 pods): its oldest checkpoint 1000s ago, older than 900s; a split gang loses all of its work"],
+		"reasons": ["member of gang ml-research/pg (2 pods): its oldest checkpoint at 2026-11-18T11:50:00Z, older than 900s; a split gang loses all of its work"],
 	},
 	"both": {
 		"input": given({"running_seconds": 10, "last_checkpoint": null}),
-		"reasons": ["last checkpoint never recorded; older than 900s would lose work", "running 10s, short of the 600s minimum runtime of training"],
+		"reasons": ["last checkpoint never recorded; older than 900s would lose work", "running since 2026-11-18T12:06:30Z, protected until 2026-11-18T12:16:30Z by the 600s minimum runtime of training"],
 	},
 }
 
@@ -61,6 +61,40 @@ test_protected[name] if {
 	answer := decide(case.input)
 	answer.allow == false
 	answer.reasons == case.reasons
+}
+
+# The same facts a pass later (the clock moved on, the pod ran as long longer, no checkpoint
+# came) give the same words: the controller rewrites a protection only when its reason
+# changed, so words naming ages would cost a write and an Event per protected pod every pass.
+test_min_runtime_reason_holds_across_passes if {
+	first := decide(given({"running_seconds": 100}))
+	second := decide(given({"now": now + 90, "running_seconds": 190}))
+	first.allow == false
+	first == second
+	first.reasons == ["running since 2026-11-18T12:05:00Z, protected until 2026-11-18T12:15:00Z by the 600s minimum runtime of training"]
+}
+
+test_stale_gang_reason_holds_across_passes if {
+	stale := {"name": "ml-research/pg", "members": 8, "last_checkpoint": now - 2000}
+	first := decide(given({"gang": stale}))
+	second := decide(given({"gang": stale, "now": now + 600, "running_seconds": 7800}))
+	first.allow == false
+	first == second
+	first.reasons == ["member of gang ml-research/pg (8 pods): its oldest checkpoint at 2026-11-18T11:33:20Z, older than 900s; a split gang loses all of its work"]
+}
+
+test_allow_reason_holds_across_passes if {
+	first := decide(running)
+	second := decide(given({"now": now + 60, "running_seconds": 7260}))
+	first.allow == true
+	first == second
+}
+
+# A number OPA cannot format as a time is named as itself, still protecting.
+test_unformattable_instant_is_named_as_itself if {
+	answer := decide(given({"last_checkpoint": -100000000000000}))
+	answer.allow == false
+	answer.reasons == ["last checkpoint at -100000000000000 (epoch seconds); older than 900s would lose work"]
 }
 
 # A gang of one pod is a pod: its own checkpoint rule applies.
@@ -81,6 +115,28 @@ malformed := {
 	"checkpoint text": {"input": given({"last_checkpoint": "recent"}), "reason": "input.last_checkpoint must be a number or null"},
 	"no gang key": {"input": json.remove(running, ["gang"]), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
 	"gang without members": {"input": given({"gang": {"name": "ml-research/pg", "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"pod without metadata": {"input": given({"pod": {"metadata": "train-0"}}), "reason": "input.pod must be a Pod object with metadata"},
+	"now as text": {"input": given({"now": "1795003600"}), "reason": "input.now must be a non-negative integer"},
+	"now with a fraction": {"input": given({"now": 1795003600.5}), "reason": "input.now must be a non-negative integer"},
+	"negative running": {"input": given({"running_seconds": -1}), "reason": "input.running_seconds must be a non-negative integer"},
+	"checkpoint a boolean": {"input": given({"last_checkpoint": true}), "reason": "input.last_checkpoint must be a number or null"},
+	"gang as text": {"input": given({"gang": "ml-research/pg"}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang name empty": {"input": given({"gang": {"name": "", "members": 2, "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang members a fraction": {"input": given({"gang": {"name": "ml-research/pg", "members": 2.5, "last_checkpoint": null}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+	"gang checkpoint text": {"input": given({"gang": {"name": "ml-research/pg", "members": 2, "last_checkpoint": "recent"}}), "reason": "input.gang must be null or {name, members, last_checkpoint}"},
+}
+
+# Only the problems there are: a null checkpoint is no problem beside a malformed field.
+test_malformed_input_names_only_its_problems if {
+	decide(given({"checkpoints": "yes", "last_checkpoint": null})).reasons == ["input.checkpoints must be a boolean"]
+}
+
+# A workload type without a minimum runtime has none (0s).
+test_type_without_min_runtime_has_none if {
+	bare := object.union(config, {"workload_types": {"reserved-test-type": {"priority": 10}}})
+	answer := disruption.decision with input as given({"workload_type": "reserved-test-type", "running_seconds": 0}) with data.fleetplane.config as bare
+	answer.allow == true
+	answer.reasons == ["nothing protected: running since 2026-11-18T12:06:40Z (minimum runtime 0s), checkpoint fresh, no gang"]
 }
 
 test_malformed_input_protects[name] if {
