@@ -75,8 +75,12 @@ def approval_users(
     for o in objects.values():
         add(o.approval_id, o.namespace, lineage(o.uid, o.kind, o.name, o.created, o.owner, objects))
     for pod in pods:
-        top = lineage(pod.uid, "Pod", pod.name, pod.created, pod.owner, objects)
-        add(pod.annotations.get(keys.APPROVAL_ID), pod.namespace, top)
+        # Few pods name an approval: the chain above the others is not worked out (`add`
+        # would drop them anyway).
+        approval_id = pod.annotations.get(keys.APPROVAL_ID)
+        if approval_id:
+            top = lineage(pod.uid, "Pod", pod.name, pod.created, pod.owner, objects)
+            add(approval_id, pod.namespace, top)
     ordered = sorted(found.values(), key=lambda f: (f[0], f[1].namespace, f[1].name, f[1].uid))
     return [binding for _, binding in ordered]
 

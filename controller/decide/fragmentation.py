@@ -27,7 +27,7 @@ from fleet.fragmentation import (
     PodShape,
     TypicalPod,
     node_fragmentation,
-    typical_pods,
+    typical_of_counts,
 )
 
 TRACE_GPU_PODS: dict[int, int] = {1: 6989, 8: 44, 2: 16, 4: 15}
@@ -55,15 +55,17 @@ class PoolFragmentation:
 
 
 def workload(pods: Iterable[Pod], resource: str) -> list[TypicalPod]:
-    """The typical pods of the fleet's live pods asking for `resource` (the trace's without)."""
-    shapes = [
-        PodShape(num_gpu=pod.demand[resource])
-        for pod in pods
-        if pod.demand.get(resource, 0) > 0 and not pod.terminal and not pod.deleting
-    ]
-    if not shapes:
-        shapes = [PodShape(num_gpu=n) for n, count in TRACE_GPU_PODS.items() for _ in range(count)]
-    return typical_pods(shapes)
+    """The typical pods of the fleet's live pods asking for `resource` (the trace's without).
+    Counted by device count first (a pod's shape here is its count alone): one shape per count,
+    not one per pod, is what `typical_of_counts` ranks, the same ranking as one per pod."""
+    counts: dict[int, int] = {}
+    for pod in pods:
+        n = pod.demand.get(resource, 0)
+        if n > 0 and not pod.terminal and not pod.deleting:
+            counts[n] = counts.get(n, 0) + 1
+    if not counts:
+        counts = dict(TRACE_GPU_PODS)
+    return typical_of_counts((PodShape(num_gpu=n), count) for n, count in counts.items())
 
 
 def plan_fragmentation(
@@ -78,6 +80,7 @@ def plan_fragmentation(
             held = (pod.node_name, resource)
             in_use[held] = in_use.get(held, 0) + devices
     typical: dict[str, list[TypicalPod]] = {}
+    by_free: dict[tuple[str, int], float] = {}
     found: dict[tuple[str, str, str, str], list[int]] = {}
     fragmented: dict[tuple[str, str, str, str], float] = {}
     for node in nodes.values():
@@ -92,15 +95,20 @@ def plan_fragmentation(
                 node.capacity_type,
             )
             free = max(0, count - in_use.get((node.name, resource), 0))
-            room = NodeRoom(gpu_left=(MILLI,) * free)
             if resource not in typical:
                 typical[resource] = workload(pods, resource)
+            # A node's fragmentation depends on its free devices alone: worked out once per
+            # count (0-8 on most fleets), not once per node.
+            share = by_free.get((resource, free))
+            if share is None:
+                room = NodeRoom(gpu_left=(MILLI,) * free)
+                share = by_free[(resource, free)] = (
+                    node_fragmentation(room, typical[resource]) / MILLI
+                )
             totals = found.setdefault(key, [0, 0])
             totals[0] += count
             totals[1] += free
-            fragmented[key] = (
-                fragmented.get(key, 0.0) + node_fragmentation(room, typical[resource]) / MILLI
-            )
+            fragmented[key] = fragmented.get(key, 0.0) + share
     return [
         PoolFragmentation(
             pool=pool,

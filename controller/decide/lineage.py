@@ -20,7 +20,7 @@ outside the gate's scope: the chain stops at the last object whose owner is cons
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from controller.observe.model import OwnerRef
 from controller.observe.workload_objects import WorkloadObject
@@ -29,12 +29,14 @@ MAX_DEPTH = 8
 """Chains of owners are short (pod, ReplicaSet, Deployment); this bounds a malformed cycle."""
 
 
-@dataclass(frozen=True, slots=True)
-class Lineage:
+class Lineage(NamedTuple):
     """top_uid: the workload the gate judged. kind, name: the top's (for logs and Events).
     between: the uids of the objects under the top whose pods it covers (a Deployment's
     ReplicaSet, a CronJob's Job), nearest the pod first. created: the top's creation time when
-    it was observed, else the creation time of the nearest object observed."""
+    it was observed, else the creation time of the nearest object observed.
+
+    A named tuple, immutable as the frozen dataclass it was and built about three times
+    faster: the admission concern builds one per accelerator pod (80,000 a pass)."""
 
     top_uid: str
     kind: str

@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config import FleetView, Model
-from controller.decide.lineage import lineage
+from controller.decide.lineage import Lineage, lineage
 from controller.observe.model import Node, Pod, family
 from controller.observe.workload_objects import WorkloadObject
+from controller.views import view
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view
 class Reservation:
     team: str
     key: str
@@ -49,6 +50,8 @@ class Reservation:
     expires_at: int
     uids: tuple[str, ...]
     pods: int
+    """A view (controller.views): one per workload, so one per bare pod, 80,000 a pass at
+    100,000 pods, where a frozen dataclass's construction cost about 0.15 CPU-s."""
 
     def entry(self) -> dict[str, Any]:
         return {"usd": round(self.usd, 2), "expires_at": self.expires_at, "uids": list(self.uids)}
@@ -120,6 +123,21 @@ def node_price(node: Node, fleet: FleetView) -> float | None:
     return model.price_per_hour_usd.get(node.capacity_type) if model is not None else None
 
 
+class _Total:
+    """What one workload's pods reserve, summed over them (`plan_reservations`)."""
+
+    __slots__ = ("ends", "namespace", "pods", "top", "uids", "usd")
+
+    def __init__(self, top: Lineage, namespace: str) -> None:
+        self.top, self.namespace = top, namespace
+        self.usd, self.ends, self.pods = 0.0, 0.0, 0
+        self.uids: set[str] = set()
+
+
+def _by_key(item: tuple[tuple[str, str], _Total]) -> tuple[str, str]:
+    return item[0]
+
+
 def plan_reservations(
     pods: list[Pod],
     nodes: dict[str, Node],
@@ -128,20 +146,24 @@ def plan_reservations(
     now: float,
     horizon_seconds: float,
 ) -> ReservationPlan:
+    # The hot loop of the concern: one pass over the pods, a slotted total per workload (not a
+    # dict with a set each: most workloads of a fleet are one pod), the horizon's end once.
     bounds = runtime_bounds(fleet)
     dearest = dearest_prices(fleet.models)
     as_of = math.floor(now / STEP_SECONDS) * STEP_SECONDS
+    horizon_ends = step_up(now + horizon_seconds)
+    teams = fleet.namespaces
     node_prices: dict[str, float | None] = {}
-    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    totals: dict[tuple[str, str], _Total] = {}
     for pod in pods:
-        team = fleet.namespaces.get(pod.namespace)
+        team = teams.get(pod.namespace)
         if team is None or pod.terminal or pod.deleting or pod.devices <= 0:
             continue
-        start = pod.started if pod.started is not None else now
         bound = bounds.get(pod.workload_type or "")
         if bound is None:
-            seconds, ends = horizon_seconds, step_up(now + horizon_seconds)
+            seconds, ends = horizon_seconds, horizon_ends
         else:
+            start = pod.started if pod.started is not None else now
             if start + bound <= now:
                 continue
             ends = step_up(start + bound)
@@ -156,29 +178,30 @@ def plan_reservations(
             hourly = pod.devices * price
         else:
             hourly = sum(n * dearest.get(family(r), 0.0) for r, n in pod.demand.items())
-        usd = hourly * seconds / 3600
         top = lineage(pod.uid, "Pod", pod.name, pod.created, pod.owner, objects)
-        entry = totals.setdefault(
-            (team, top.top_uid),
-            {"usd": 0.0, "ends": 0.0, "uids": set(), "top": top, "ns": pod.namespace, "pods": 0},
-        )
-        entry["usd"] += usd
-        entry["ends"] = max(entry["ends"], ends)
-        entry["uids"].update(uid for uid in top.between if uid != pod.uid)
-        entry["pods"] += 1
+        key = (team, top.top_uid)
+        total = totals.get(key)
+        if total is None:
+            total = totals[key] = _Total(top, pod.namespace)
+        total.usd += hourly * seconds / 3600
+        if ends > total.ends:
+            total.ends = ends
+        if top.between:  # a bare pod has nothing between it and itself
+            total.uids.update(uid for uid in top.between if uid != pod.uid)
+        total.pods += 1
     plan = ReservationPlan()
-    for (team, key), entry in sorted(totals.items()):
-        plan.reservations.append(
-            Reservation(
-                team=team,
-                key=key,
-                kind=entry["top"].kind,
-                name=entry["top"].name,
-                namespace=entry["ns"],
-                usd=entry["usd"],
-                expires_at=math.ceil(entry["ends"]),
-                uids=tuple(sorted(entry["uids"])),
-                pods=entry["pods"],
-            )
+    plan.reservations = [
+        Reservation(
+            team=team,
+            key=key,
+            kind=total.top.kind,
+            name=total.top.name,
+            namespace=total.namespace,
+            usd=total.usd,
+            expires_at=math.ceil(total.ends),
+            uids=tuple(sorted(total.uids)) if total.uids else (),
+            pods=total.pods,
         )
+        for (team, key), total in sorted(totals.items(), key=_by_key)
+    ]
     return plan

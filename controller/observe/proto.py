@@ -155,19 +155,40 @@ def _decoding(kind: str, message: Any, convert: Callable[[], T]) -> T:
         raise DecodeError(f"{kind} {name}: malformed: {error}") from None
 
 
+_SAME_MAX = 10_000
+"""Distinct containers (tolerations, resources) remembered: a fleet's pods repeat few of them."""
+_CONTAINERS: dict[tuple[str, str, bytes], dict[str, Any]] = {}
+_TOLERATIONS: dict[bytes, dict[str, Any]] = {}
+_DEMANDS: dict[bytes, dict[str, int]] = {}
+
+
 def pod_demand(spec: Any) -> dict[str, int]:
     """`model.pod_demand` on a PodSpec message: the same Kubernetes semantics (app containers
     plus sidecar init containers, or the peak of one regular init container), counted by limit,
     then by request."""
-
+    containers = spec.containers
+    if len(containers) == 1 and not spec.initContainers:
+        # Most pods: one container, whose counts are the demand (`effective_demand`'s first
+        # case). Its resources repeat across the fleet's pods: each is counted once and the
+        # same read-only dict shared, as `_slim_container` shares its dicts.
+        resources = containers[0].resources
+        key = resources.SerializeToString()
+        found = _DEMANDS.get(key)
+        if found is None:
+            found = {r: n for r, n in _resources_demand(resources).items() if n > 0}
+            if len(_DEMANDS) < _SAME_MAX:
+                _DEMANDS[key] = found
+        return found
     return effective_demand(
-        [_container_demand(c) for c in spec.containers],
-        [(_container_demand(c), c.restartPolicy == "Always") for c in spec.initContainers],
+        [_resources_demand(c.resources) for c in containers],
+        [
+            (_resources_demand(c.resources), c.restartPolicy == "Always")
+            for c in spec.initContainers
+        ],
     )
 
 
-def _container_demand(container: Any) -> dict[str, int]:
-    resources = container.resources
+def _resources_demand(resources: Any) -> dict[str, int]:
     found: dict[str, int] = {}
     for source in (resources.limits, resources.requests):
         for resource in source:
@@ -196,14 +217,36 @@ def pod_from_proto(pod: Any, demand: dict[str, int] | None = None) -> Pod:
 
 
 def _slim_container(container: Any) -> dict[str, Any]:
-    slim: dict[str, Any] = {"name": container.name}
-    image = container.image
-    if image:
-        slim["image"] = image
-    resources = as_json(container.resources)
-    if resources:
-        slim["resources"] = resources
+    """A container's name, image and resources, as the JSON has them. The pods of a fleet share
+    few of these, so each is copied out once and the same read-only dict shared by the pods
+    that have it (views are read-only, controller/views.py): its key, the resources' protobuf
+    encoding (made in C), is a third of copying them out of the message in Python."""
+    name, image = container.name, container.image
+    resources = container.resources
+    key = (name, image, resources.SerializeToString())
+    slim = _CONTAINERS.get(key)
+    if slim is None:
+        slim = {"name": name}
+        if image:
+            slim["image"] = image
+        copied = as_json(resources)
+        if copied:
+            slim["resources"] = copied
+        if len(_CONTAINERS) < _SAME_MAX:
+            _CONTAINERS[key] = slim
     return slim
+
+
+def _toleration(toleration: Any) -> dict[str, Any]:
+    """`as_json` of a toleration, shared as `_slim_container`'s dicts are (most pods carry the
+    same few: the API server's not-ready and unreachable ones, the accelerator taints')."""
+    key = toleration.SerializeToString()
+    found = _TOLERATIONS.get(key)
+    if found is None:
+        found = as_json(toleration)
+        if len(_TOLERATIONS) < _SAME_MAX:
+            _TOLERATIONS[key] = found
+    return found
 
 
 def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
@@ -269,7 +312,7 @@ def _pod(pod: Any, demand: dict[str, int] | None) -> Pod:
         deleting=bool(metadata.deletionTimestamp.seconds),
         unschedulable_since=unschedulable_since if not node_name else None,
         node_selector=_dict(spec.nodeSelector),
-        tolerations=tuple(as_json(t) for t in spec.tolerations),
+        tolerations=tuple(_toleration(t) for t in spec.tolerations),
         required_affinity=tuple(as_json(t) for t in terms),
         required_pod_affinity=required_pod_affinity,
         grace_seconds=(

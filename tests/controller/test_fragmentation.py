@@ -61,3 +61,14 @@ def test_the_plan_measures_each_pool_on_the_fleets_own_pods() -> None:
 def test_without_pods_the_traces_gpu_pods_stand_in() -> None:
     typical = workload([], "nvidia.com/gpu")
     assert [t.shape.num_gpu for t in typical] == [1]
+
+
+def test_the_workload_counted_by_device_count_is_the_one_of_a_shape_per_pod() -> None:
+    # `workload` counts pods per device count before ranking; ranking one shape per pod (what
+    # it did before) gives the same typical pods and weights, ties and the 95 % cut included.
+    counts = [1] * 40 + [8] * 40 + [2] * 9 + [4] * 9 + [3] * 2
+    pods = [a_pod(f"p{i}").gpus(n).on("n1").build() for i, n in enumerate(counts)]
+    pods.append(a_pod("done").gpus(4).on("n1").finished(at=1).build())
+    expected = typical_pods([PodShape(num_gpu=n) for n in counts])
+    assert workload(pods, "nvidia.com/gpu") == expected
+    assert [t.shape.num_gpu for t in expected] == [8, 1, 4, 2]

@@ -587,3 +587,48 @@ def test_the_generated_modules_are_what_tools_k8sproto_generates(tmp_path: Path)
     for path in written:
         committed = k8sproto.PACKAGE_DIR / path.name
         assert path.read_bytes() == committed.read_bytes(), f"{committed} is stale"
+
+
+def test_repeated_containers_and_tolerations_are_decoded_once_and_told_apart() -> None:
+    # `_slim_container`, `_toleration` and `pod_demand` remember what they copied out by its
+    # protobuf encoding: pods that repeat one share it, and any difference is a different one.
+    def with_toleration(message: Any, key: str, seconds: int | None = None) -> Any:
+        toleration = message.spec.tolerations.add()
+        toleration.key, toleration.operator, toleration.effect = key, "Exists", "NoExecute"
+        if seconds is not None:
+            toleration.tolerationSeconds = seconds
+        return message
+
+    one = [with_toleration(pod_message(f"one-{i}"), "nvidia.com/gpu") for i in range(2)]
+    two = with_toleration(pod_message("two", gpus="2"), "nvidia.com/gpu", seconds=300)
+    other_image = pod_message("image")
+    other_image.spec.containers[0].image = "trainer:2"
+    requested = pod_message("requested")
+    requested.spec.containers[0].resources.requests["nvidia.com/gpu"].string = "1"
+    views = [accelerator_pod_from_proto(m) for m in [*one, two, other_image, requested]]
+    a, b, c, d, e = (v for v in views if v is not None)
+    assert a == b.__class__(**{**_fields(b), "name": "one-0"})
+    assert a.containers[0] is b.containers[0] and a.tolerations[0] is b.tolerations[0]
+    assert (a.demand, c.demand) == ({"nvidia.com/gpu": 1}, {"nvidia.com/gpu": 2})
+    assert c.tolerations == (
+        {
+            "key": "nvidia.com/gpu",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+    )
+    assert a.tolerations == (
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
+    )
+    assert c.containers[0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    assert d.containers[0]["image"] == "trainer:2" and "image" not in a.containers[0]
+    assert e.containers[0]["resources"] == {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1"},
+    }
+    assert e.demand == a.demand == {"nvidia.com/gpu": 1}
+
+
+def _fields(pod: Any) -> dict[str, Any]:
+    return {f: getattr(pod, f) for f in pod.__dataclass_fields__}
