@@ -127,6 +127,13 @@ def common_labels(component: str) -> dict[str, str]:
     }
 
 
+def memory_quantity(mib: int) -> str:
+    """A memory quantity of `mib` MiB as Kubernetes writes it: whole GiB as `NGi` (what the
+    manifests said before the size was configurable, so an unchanged fleet's objects stay
+    byte-equal and Pulumi sees no change), else `NMi`."""
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
 def meta(
     name: str,
     namespace: str | None = None,

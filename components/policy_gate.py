@@ -19,6 +19,7 @@ from components.kube import (
     common_labels,
     config_digest,
     declare_all,
+    memory_quantity,
     meta,
     restricted_container_security_context,
     service,
@@ -31,9 +32,9 @@ from fleet.opa import (
     CONTROLLER_DATA_FILES,
     CONTROLLER_TOKEN_KEY,
     OPA_AUTH_FLAGS,
-    OPA_GC_ENV,
     OPA_RUN_FLAGS,
     authz_document,
+    opa_gc_env,
 )
 from fleet.opa_anchors import package_anchors
 from fleet.opa_shards import SHARDED, controller_data_sources
@@ -370,7 +371,9 @@ def policy_gate_manifests(
             # it before the controller's next pass (read at start only: fleet/opa.py)
             "/controller-data",
         ],
-        "env": [{"name": name, "value": value} for name, value in OPA_GC_ENV.items()],
+        "env": [
+            {"name": name, "value": value} for name, value in opa_gc_env(opa.memory_mib).items()
+        ],
         "ports": [
             {"name": "https", "containerPort": opa.port, "protocol": "TCP"},
             {"name": "diagnostics", "containerPort": OPA_DIAGNOSTIC_PORT, "protocol": "TCP"},
@@ -385,9 +388,9 @@ def policy_gate_manifests(
             "periodSeconds": 10,
         },
         "resources": {
-            # the memory OPA's GC budget (OPA_GC_ENV) may use, reserved
-            "requests": {"cpu": "100m", "memory": "1Gi"},
-            "limits": {"memory": "1Gi"},
+            # the memory OPA's GC budget (opa_gc_env) may use, reserved
+            "requests": {"cpu": "100m", "memory": memory_quantity(opa.memory_mib)},
+            "limits": {"memory": memory_quantity(opa.memory_mib)},
         },
         "securityContext": restricted_container_security_context(),
         "volumeMounts": [

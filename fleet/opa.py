@@ -3,7 +3,24 @@ fleet's, the test server and the benchmark. Measured settings, so they are writt
 
 from __future__ import annotations
 
-OPA_GC_ENV = {"GOGC": "off", "GOMEMLIMIT": "768MiB"}
+OPA_MEMORY_MIB = 1024
+"""OPA's memory per replica unless the config says otherwise (`opa.memory_mib`): the container's
+request and limit, three quarters of it the Go GC's budget (`opa_gc_env`)."""
+
+
+def opa_gc_env(memory_mib: int = OPA_MEMORY_MIB) -> dict[str, str]:
+    """`OPA_GC_ENV` for an OPA given `memory_mib`: GOMEMLIMIT at three quarters of it, the rest
+    left for what Go does not count (stacks, the runtime) under the container's limit.
+
+    A large fleet's documents are live heap the collector traces: with the documents the
+    controller keeps for 100,000 pods loaded, the gate at 500 decisions/s answered p99 47-164 ms
+    under 768 MiB (the collector ran again and again near the limit) and 8.8-12 ms under
+    1,536 MiB, as an empty fleet's 9.9-32 ms (bench/opa_admission.py --fleet-pods 100000
+    --rate 500 --gomemlimit, 2 cores, load 2; docs/scale.md). So the budget is the config's."""
+    return {"GOGC": "off", "GOMEMLIMIT": f"{memory_mib * 3 // 4}MiB"}
+
+
+OPA_GC_ENV = opa_gc_env()
 """Go GC settings of OPA: collect by memory budget, not by heap growth. An admission decision
 allocates 100-200 kB that is garbage as soon as it is answered, over a live heap of a few tens
 of MB; with Go's default (GOGC=100) the collector ran every few hundred decisions and took about

@@ -7,8 +7,10 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
+
 from components.policy_gate import PolicyGate, PolicyGateArgs
-from fleet.config import FleetConfig
+from fleet.config import ConfigError, FleetConfig
 from fleet.opa_shards import SHARDS
 from fleet.render import render_approvals, render_opa_data
 from tests.components.component_testkit import FAKE_TLS, FAKE_TOKEN, Declare
@@ -257,3 +259,37 @@ def test_the_certificate_of_an_address_carries_an_ip_san() -> None:
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert names.get_values_for_type(x509.DNSName) == []
+
+
+def opa_container(declared) -> dict:  # type: ignore[no-untyped-def]
+    (deployment,) = declared.kind("Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_opa_memory_and_its_gc_budget_follow_the_configuration(
+    declare: Declare, fleet_from, tmp_path: Path
+) -> None:
+    """A large fleet's documents need OPA's collector more room (docs/scale.md): the replica's
+    memory is the config's, its GOMEMLIMIT three quarters of it; the default renders as before
+    (1Gi, 768MiB), so an unchanged fleet's Deployment does not roll."""
+    expected = {None: ("1Gi", "768MiB"), 2048: ("2Gi", "1536MiB"), 1536: ("1536Mi", "1152MiB")}
+    for memory_mib, (quantity, gc_budget) in expected.items():
+        fleet = fleet_from(
+            lambda raw, m=memory_mib: raw["opa"].update({} if m is None else {"memory_mib": m})
+        )
+        declared = declare(
+            lambda fleet=fleet: PolicyGate(
+                "m-opa", PolicyGateArgs(fleet=fleet, policies_dir=tmp_path)
+            )
+        )
+        container = opa_container(declared)
+        assert container["resources"]["requests"]["memory"] == quantity
+        assert container["resources"]["limits"]["memory"] == quantity
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {"GOGC": "off", "GOMEMLIMIT": gc_budget}
+
+
+def test_opa_memory_below_what_it_needs_to_start_is_refused(fleet_from) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="memory_mib"):
+        fleet_from(lambda raw: raw["opa"].update(memory_mib=256))
