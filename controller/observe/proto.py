@@ -162,6 +162,15 @@ _TOLERATIONS: dict[bytes, dict[str, Any]] = {}
 _DEMANDS: dict[bytes, dict[str, int]] = {}
 
 
+def _remember(cache: dict[Any, T], key: Any, value: T) -> T:
+    """`value`, kept in `cache` under `key` while the cache holds fewer than `_SAME_MAX`: the
+    bound of the three shared-dict caches above, in one place. Asked only on a miss, so the
+    hit stays one dict lookup in the hot loop."""
+    if len(cache) < _SAME_MAX:
+        cache[key] = value
+    return value
+
+
 def pod_demand(spec: Any) -> dict[str, int]:
     """`model.pod_demand` on a PodSpec message: the same Kubernetes semantics (app containers
     plus sidecar init containers, or the peak of one regular init container), counted by limit,
@@ -175,9 +184,9 @@ def pod_demand(spec: Any) -> dict[str, int]:
         key = resources.SerializeToString()
         found = _DEMANDS.get(key)
         if found is None:
-            found = {r: n for r, n in _resources_demand(resources).items() if n > 0}
-            if len(_DEMANDS) < _SAME_MAX:
-                _DEMANDS[key] = found
+            found = _remember(
+                _DEMANDS, key, {r: n for r, n in _resources_demand(resources).items() if n > 0}
+            )
         return found
     return effective_demand(
         [_resources_demand(c.resources) for c in containers],
@@ -232,8 +241,7 @@ def _slim_container(container: Any) -> dict[str, Any]:
         copied = as_json(resources)
         if copied:
             slim["resources"] = copied
-        if len(_CONTAINERS) < _SAME_MAX:
-            _CONTAINERS[key] = slim
+        _remember(_CONTAINERS, key, slim)
     return slim
 
 
@@ -243,9 +251,7 @@ def _toleration(toleration: Any) -> dict[str, Any]:
     key = toleration.SerializeToString()
     found = _TOLERATIONS.get(key)
     if found is None:
-        found = as_json(toleration)
-        if len(_TOLERATIONS) < _SAME_MAX:
-            _TOLERATIONS[key] = found
+        found = _remember(_TOLERATIONS, key, as_json(toleration))
     return found
 
 
