@@ -19,6 +19,7 @@ from components.kube import (
     restricted_container_security_context,
 )
 from fleet.config import FleetConfig
+from fleet.disruption_kept import part_names as kept_answer_parts
 from fleet.render import (
     CONFIG_ENV,
     CONFIG_FILE,
@@ -205,6 +206,8 @@ def controller_namespace_rules(config: FleetConfig) -> list[dict[str, Any]]:
                 "resourceNames": [
                     kept.partition("/")[2],
                     *shard_configmaps(kept.partition("/")[2]),
+                    # the disruption answers a pass keeps for the next (act/disruption_memo.py)
+                    *kept_answer_parts(kept.partition("/")[2]),
                 ],
                 "verbs": ["get", "patch"],
             },

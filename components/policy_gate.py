@@ -322,17 +322,16 @@ def policy_gate_manifests(
     ns = config.system_namespace
     component = "policy-gate"
     selector = {"app.kubernetes.io/name": opa.name}
-    data_json = json.dumps(
-        {
-            "fleetplane": {
-                **package_anchors(policies.values()),  # writes cost OPA what they write
-                "config": render_opa_data(config),
-                "approvals": render_approvals(config),
-            }
-        },
-        indent=2,
-    )
     policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
+    loaded: dict[str, Any] = {
+        **package_anchors(policies.values()),  # writes cost OPA what they write
+        "config": render_opa_data(config),
+        "approvals": render_approvals(config),
+    }
+    # What OPA loads, named, so a decision can say what gave it (the disruption answers the
+    # controller keeps between passes are asked again when it changes; docs/disruption.md).
+    loaded["revision"] = config_digest([sorted(policy_data.items()), loaded])[:16]
+    data_json = json.dumps({"fleetplane": loaded}, indent=2)
     size = sum(len(t.encode()) for t in policy_data.values())
     if size > CONFIGMAP_LIMIT_BYTES:
         raise ValueError(f"policies are {size} bytes, above the ConfigMap budget")

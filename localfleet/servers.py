@@ -228,6 +228,9 @@ class OpaServer(Server):
     def put_data(self, path: str, document: Any) -> None:
         _request("PUT", f"{self.url}/v1/data/{path.strip('/')}", document)
 
+    def delete_data(self, path: str) -> None:
+        _request("DELETE", f"{self.url}/v1/data/{path.strip('/')}")
+
     def query(self, path: str, input: Any = None) -> Any:
         """POST /v1/data/<path>; the `result`, or ServerError when the rule is undefined."""
         body = {} if input is None else {"input": input}

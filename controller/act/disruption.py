@@ -21,11 +21,11 @@ from controller.decide.disruption import (
     DO_NOT_DISRUPT,
     OWNER,
     PROTECTED_BY,
-    Answer,
     Change,
     Mark,
     annotations_for,
 )
+from controller.decide.disruption_memo import Timed
 from controller.errors import ControllerError, PermanentError
 from controller.observe.model import Pod
 
@@ -43,20 +43,20 @@ request timeout on a starved machine (batches of 500 timed out at load 19, sever
 parallel), and its overhead is still a small share."""
 
 
-def ask(rt: Runtime, judged: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod, Answer | None]]:
+def ask(rt: Runtime, judged: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod, Timed | None]]:
     """The policy's answer per pod, asked `BATCH` pods a request; None for a pod it could not
     answer (the request failed, or its answer is missing or malformed: logged, counted)."""
 
-    def batch(items: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod, Answer | None]]:
+    def batch(items: list[tuple[Pod, dict[str, Any]]]) -> list[tuple[Pod, Timed | None]]:
         failed: ControllerError | None = None
-        found: dict[str, Answer] = {}
+        found: dict[str, Timed] = {}
         try:
             found = dict(
                 rt.opa.decide_each(DECISION, {str(i): f for i, (_, f) in enumerate(items)})
             )
         except ControllerError as error:
             failed = error
-        out: list[tuple[Pod, Answer | None]] = []
+        out: list[tuple[Pod, Timed | None]] = []
         for i, (pod, _) in enumerate(items):
             answer = found.get(str(i))
             if answer is None:

@@ -36,21 +36,32 @@ SPEND_PATH = "fleetplane/spend"
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """recheck_at, revision: what a decision that says how long it holds carries (the
+    disruption decision: docs/contracts.md); `recheck_said` when the answer gave `recheck_at`
+    (a whole number, or null: never), None and False where it does not say."""
+
     allow: bool
     reasons: tuple[str, ...]
+    recheck_at: int | None = None
+    recheck_said: bool = False
+    revision: str | None = None
 
     def because(self) -> str:
         return "; ".join(self.reasons) or ("allowed" if self.allow else "denied")
 
 
-def _decision(result: Any) -> Decision | None:
+def decision_of(result: Any) -> Decision | None:
     """A decision's `result` as a Decision; None unless it carries a boolean `allow`."""
     if not isinstance(result, dict) or not isinstance(result.get("allow"), bool):
         return None
     reasons = result.get("reasons")
+    recheck_at, revision = result.get("recheck_at"), result.get("revision")
     return Decision(
         allow=result["allow"],
         reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
+        recheck_at=recheck_at if type(recheck_at) is int else None,
+        recheck_said=type(recheck_at) is int or ("recheck_at" in result and recheck_at is None),
+        revision=revision if isinstance(revision, str) else None,
     )
 
 
@@ -95,7 +106,7 @@ class Opa:
 
     def decide(self, name: str, input: dict[str, Any]) -> Decision:
         url = f"{self.url}/v1/data/fleetplane/decisions/{name}"
-        found = _decision(self._ask(url, input))
+        found = decision_of(self._ask(url, input))
         if found is None:
             raise PermanentError(f"opa {url}: no boolean `allow` in the answer (policy loaded?)")
         return found
@@ -110,8 +121,28 @@ class Opa:
             raise PermanentError(
                 f"opa {url}: no object of decisions in the answer (policy loaded?)"
             )
-        found = {key: _decision(result.get(key)) for key in inputs}
+        found = {key: decision_of(result.get(key)) for key in inputs}
         return {key: decision for key, decision in found.items() if decision is not None}
+
+    def revision(self) -> str | None:
+        """`data.fleetplane.revision`: the revision of the policies and data OPA loaded (the
+        policy gate's component writes it with them); None when OPA has none (a test's or a
+        hand-run OPA) or it is not a string."""
+        url = f"{self.url}/v1/data/fleetplane/revision"
+        self.requests_made += 1
+        try:
+            response = self._session.get(
+                url, headers=self._headers, timeout=self.timeout, verify=self._verify
+            )
+        except requests.RequestException as error:
+            raise TemporaryError(f"opa {url}: {error}") from error
+        _raise_unless(response, 200, f"opa {url}")
+        try:
+            found = orjson.loads(response.content)
+        except orjson.JSONDecodeError as error:
+            raise PermanentError(f"opa {url}: answer is not JSON: {error}") from error
+        value = found.get("result") if isinstance(found, dict) else None
+        return value if isinstance(value, str) else None
 
     def _ask(self, url: str, input: dict[str, Any]) -> Any:
         """POST `input` to a decision's `url`; the answer's `result` (None when undefined)."""

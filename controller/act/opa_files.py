@@ -27,9 +27,16 @@ CONFIGMAP_LIMIT_BYTES = 900 * 1024
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fleetplane-controller"}
 
 
-def keep_for_opa(kube: KubeClient, configmap: str, key: str, document: Any) -> int:
-    """Write `document` (JSON) under `key` of the ConfigMap "namespace/name"; its size in
-    bytes. PermanentError when it would not fit in a ConfigMap."""
+def keep_for_opa(
+    kube: KubeClient,
+    configmap: str,
+    key: str,
+    document: Any,
+    *,
+    labels: dict[str, str] = MANAGED_BY,
+) -> int:
+    """Write `document` (JSON) under `key` of the ConfigMap "namespace/name" (created with
+    `labels`); its size in bytes. PermanentError when it would not fit in a ConfigMap."""
     namespace, _, name = configmap.partition("/")
     if not namespace or not name:
         raise PermanentError(f"controller.opa_data_configmap {configmap!r}: not namespace/name")
@@ -49,7 +56,7 @@ def keep_for_opa(kube: KubeClient, configmap: str, key: str, document: Any) -> i
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": MANAGED_BY},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": {key: text},
     }
     try:

@@ -170,8 +170,8 @@ REGISTRY: tuple[Concern, ...] = (
             "upgrade.checkpoint_max_age_seconds",
             "workload_types.<type>.min_runtime_seconds",
         ),
-        decide=("controller.decide.disruption",),
-        act=("controller.act.disruption",),
+        decide=("controller.decide.disruption", "controller.decide.disruption_memo"),
+        act=("controller.act.disruption", "controller.act.disruption_memo"),
         step="controller.concerns.disruption:run",
     ),
     Concern(

@@ -22,6 +22,7 @@ concern of the pass.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, Protocol
@@ -148,7 +149,7 @@ def protected(pod: Pod) -> bool:
     return pod.annotations.get(DO_NOT_DISRUPT) == "true"
 
 
-def plan_marks(answers: list[tuple[Pod, Answer | None]]) -> list[Mark]:
+def plan_marks(answers: Iterable[tuple[Pod, Answer | None]]) -> list[Mark]:
     """The writes the answers call for. None (no answer) changes nothing. A pod protected by
     someone else is left alone either way; one we protect is cleared only on an allow, and its
     reason refreshed when it changed."""

@@ -180,6 +180,7 @@ def test_namespaced_role_covers_only_the_lease_validator_pods_and_opa_endpoints(
                     for doc in ("reservations", "workloads")
                     for i in range(16)
                 ),
+                *(f"fleetplane-opa-controller-data-disruption-{i}" for i in range(16)),
             ],
             "verbs": ["get", "patch"],
         },

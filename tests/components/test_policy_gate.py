@@ -103,6 +103,7 @@ def test_policy_gate(
         "system__main.rego": "package system\n",
     }  # tests are not shipped
     data = json.loads(configmaps["fleetplane-opa-data"]["config.json"])
+    revision = data["fleetplane"].pop("revision")
     assert data == {
         "fleetplane": {
             "lib": {},  # the anchor of the policies' package (fleet/opa_anchors.py)
@@ -110,6 +111,8 @@ def test_policy_gate(
             "approvals": render_approvals(fleet),
         }
     }
+    # what OPA loads, named for the decisions that say what gave them (disruption's answers)
+    assert len(revision) == 16 and int(revision, 16) >= 0
     assert set(data["fleetplane"]["approvals"]) == {"APR-2026-001", "APR-2026-007"}
     assert configmaps["fleetplane-opa-ca"] == {"ca.crt": FAKE_TLS["ca_pem"]}
 
@@ -293,3 +296,26 @@ def test_opa_memory_and_its_gc_budget_follow_the_configuration(
 def test_opa_memory_below_what_it_needs_to_start_is_refused(fleet_from) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match="memory_mib"):
         fleet_from(lambda raw: raw["opa"].update(memory_mib=256))
+
+
+def test_revision_names_the_policies_and_data_loaded(
+    declare: Declare, stack_fleets: dict[str, FleetConfig], tmp_path: Path
+) -> None:
+    """`data.fleetplane.revision` changes with a policy's text and with the configuration, and
+    not otherwise: the controller asks again about every pod whose kept disruption answer
+    another revision gave (controller/decide/disruption_memo.py)."""
+
+    def revision(fleet: FleetConfig, policies: Path) -> str:
+        declared = declare(
+            lambda: PolicyGate("prod-opa", PolicyGateArgs(fleet=fleet, policies_dir=policies))
+        )
+        data = {c["metadata"]["name"]: c["data"] for c in declared.kind("ConfigMap")}
+        return str(json.loads(data["fleetplane-opa-data"]["config.json"])["fleetplane"]["revision"])
+
+    policies = write_policies(tmp_path / "policies")
+    first = revision(stack_fleets["prod"], policies)
+    assert revision(stack_fleets["prod"], policies) == first
+    (policies / "system" / "main.rego").write_text("package system\n\nx := 1\n")
+    edited = revision(stack_fleets["prod"], policies)
+    assert edited != first
+    assert revision(stack_fleets["dev"], policies) != edited

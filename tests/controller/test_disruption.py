@@ -5,10 +5,12 @@ checkpoint, a minimum runtime not reached) and clears only its own when the reas
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from localfleet.servers import OpaServer
 from tests.controller.conftest import (
     Harness,
     annotations_of,
@@ -18,6 +20,30 @@ from tests.controller.conftest import (
 )
 
 pytestmark = pytest.mark.integration
+
+KEPT = "fleetplane-opa-controller-data"
+
+
+@pytest.fixture(params=["asked every pass", "answers kept between passes"])
+def harness(
+    request: pytest.FixtureRequest, harness: Harness, opa_server: OpaServer
+) -> Iterator[Harness]:
+    """Every test here twice: against an OPA without a revision (every pod asked every pass, as
+    a policy of your own without `recheck_at` is) and against one with a revision and a place
+    to keep the answers, as the gate runs (controller/decide/disruption_memo.py): the same
+    marks, the same writes, on fewer questions."""
+    if request.param == "asked every pass":
+        yield harness
+        return
+    base = harness.settings
+    place = f"{harness.namespace}/{KEPT}"
+    harness.settings = lambda **o: base(**{"opa_data_configmap": place, **o})  # type: ignore[method-assign]
+    opa_server.put_data("fleetplane/revision", "test-revision-1")
+    try:
+        yield harness
+    finally:
+        opa_server.delete_data("fleetplane/revision")
+
 
 KARPENTER = "karpenter.sh/do-not-disrupt"
 OURS = "fleetplane.dev/do-not-disrupt-by"

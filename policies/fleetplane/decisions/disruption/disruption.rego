@@ -18,8 +18,15 @@ import data.fleetplane.lib.workloads
 
 # METADATA
 # entrypoint: true
-# description: '{"allow": bool, "reasons": [string]}; allow false means protect.'
-decision := {"allow": allow, "reasons": reasons}
+# description: >-
+#   {"allow": bool, "reasons": [string], "recheck_at": number or null,
+#   "revision": string or null}; allow false means protect. recheck_at: the
+#   first instant (epoch seconds, after now) from which the same facts may be
+#   answered otherwise, null when the clock alone changes nothing. revision:
+#   data.fleetplane.revision, the policies and data OPA loaded, null when none.
+#   The controller asks again about a pod only when its facts, the revision or
+#   recheck_at say the answer may differ (docs/disruption.md).
+decision := {"allow": allow, "reasons": reasons, "recheck_at": recheck_at, "revision": revision}
 
 # The rules are shaped for the batched `decisions`, which answers every running accelerator pod
 # of the fleet each pass (docs/scale.md): on a well-formed input nothing iterates or formats
@@ -157,6 +164,53 @@ gang_fresh if {
 
 # Read on a well-formed input only: gang null or an object with a whole `members`.
 in_gang if input.gang.members > 1
+
+# ------------------------------------------------------------ the clock
+
+# The answer depends on the clock only where a threshold is crossed: the minimum runtime ends,
+# a fresh checkpoint (the pod's, or its gang's oldest) grows older than max_age, a checkpoint
+# stamped in the future arrives. The first of those instants (whole epoch seconds) is when the
+# same facts may be answered otherwise; none: they never are. A malformed input is protected
+# until the input changes.
+default recheck_at := null
+
+recheck_at := min(turns) if {
+	well_formed
+	count(turns) > 0
+}
+
+turns contains started_at + ceil(min_runtime) if short_of_min_runtime
+
+turns contains stale_from(input.last_checkpoint) if {
+	input.checkpoints == true
+	not in_gang
+	checkpoint_fresh
+}
+
+turns contains input.last_checkpoint if {
+	input.checkpoints == true
+	not in_gang
+	input.last_checkpoint > input.now
+}
+
+turns contains stale_from(input.gang.last_checkpoint) if {
+	in_gang
+	gang_fresh
+}
+
+turns contains input.gang.last_checkpoint if {
+	in_gang
+	input.gang.last_checkpoint > input.now
+}
+
+# The first whole second at which a checkpoint taken at `at` is older than max_age.
+stale_from(at) := floor(at + max_age) + 1
+
+# What gave the answer: the revision of the policies and data OPA loaded, which the policy gate's
+# component writes with them (components/policy_gate.py); null on an OPA that has none.
+default revision := null
+
+revision := data.fleetplane.revision if is_string(data.fleetplane.revision)
 
 # ----------------------------------------------------------- protections
 

@@ -24,7 +24,12 @@ running := {
 given(patch) := object.union(running, patch)
 
 test_checkpointed_pod_may_be_disrupted if {
-	decide(running) == {"allow": true, "reasons": ["nothing protected: running since 2026-11-18T10:06:40Z (minimum runtime 600s), checkpoint fresh, no gang"]}
+	decide(running) == {
+		"allow": true,
+		"reasons": ["nothing protected: running since 2026-11-18T10:06:40Z (minimum runtime 600s), checkpoint fresh, no gang"],
+		"recheck_at": (now - 300) + 901, # the checkpoint grows older than 900s
+		"revision": null, # no data.fleetplane.revision loaded
+	}
 }
 
 test_pod_without_checkpoints_past_min_runtime_may_be_disrupted if {
@@ -174,4 +179,55 @@ test_decisions_answer_each_pod_as_the_single_decision if {
 test_decisions_without_pods_answer_nothing if {
 	disruption.decisions == {} with input as {} with data.fleetplane.config as config
 	disruption.decisions == {} with input as {"pods": "all"} with data.fleetplane.config as config
+}
+
+# recheck_at is the first instant the same facts are answered otherwise: a second before it the
+# answer is the one given now, at it the answer differs. The controller asks again about an
+# unchanged pod only from then (controller/decide/disruption_memo.py).
+at(case, instant) := given(object.union(case, {"now": instant, "running_seconds": case.running_seconds + (instant - now)}))
+
+recheck_cases := {
+	"minimum runtime ends": {"case": {"running_seconds": 599, "checkpoints": false, "last_checkpoint": null}, "turn": now + 1},
+	"fresh checkpoint grows old": {"case": {"running_seconds": 7200}, "turn": (now - 300) + 901},
+	"checkpoint stamped in the future arrives": {"case": {"running_seconds": 7200, "last_checkpoint": now + 60}, "turn": now + 60},
+	"gang's oldest checkpoint grows old": {"case": {"running_seconds": 7200, "gang": {"name": "ml-research/pg", "members": 4, "last_checkpoint": now - 100}}, "turn": (now - 100) + 901},
+	"the earlier of two": {"case": {"running_seconds": 500}, "turn": now + 100},
+}
+
+test_recheck_at_is_where_the_answer_turns[name] if {
+	some name, c in recheck_cases
+	answer := decide(given(c.case))
+	answer.recheck_at == c.turn
+	decide(at(c.case, c.turn - 1)).allow == answer.allow
+	decide(at(c.case, c.turn)) != answer
+}
+
+# Where the clock alone changes nothing, there is no instant to ask again at.
+test_no_recheck_where_the_clock_changes_nothing[name] if {
+	some name, c in {
+		"no checkpoints, past min runtime": {"checkpoints": false, "last_checkpoint": null},
+		"stale checkpoint": {"last_checkpoint": now - 901},
+		"stale gang": {"gang": {"name": "ml-research/pg", "members": 4, "last_checkpoint": null}},
+	}
+	decide(given(c)).recheck_at == null
+}
+
+test_malformed_input_has_no_recheck if {
+	decide(given({"now": "soon", "running_seconds": 10})).recheck_at == null
+}
+
+# A fractional minimum runtime or checkpoint age turns at the first whole second past it.
+test_fractional_thresholds_turn_at_whole_seconds if {
+	frac := object.union(config, {"workload_types": {"training": {"min_runtime_seconds": 600.5}}, "upgrade": {"checkpoint_max_age_seconds": 900.5}})
+	short := disruption.decision with input as given({"running_seconds": 599, "checkpoints": false, "last_checkpoint": null}) with data.fleetplane.config as frac
+	short.recheck_at == now + 2
+	fresh := disruption.decision with input as running with data.fleetplane.config as frac
+	fresh.recheck_at == (now - 300) + 901
+}
+
+test_answer_names_the_loaded_revision if {
+	answer := disruption.decision with input as running with data.fleetplane.config as config with data.fleetplane.revision as "4f2a9c0b1d3e5f67"
+	answer.revision == "4f2a9c0b1d3e5f67"
+	odd := disruption.decision with input as running with data.fleetplane.config as config with data.fleetplane.revision as 7
+	odd.revision == null
 }
