@@ -2,14 +2,19 @@
 its cache behind etcd) is asked again within the pass, a few times, then is a TemporaryError
 naming the cause; any other 5xx fails at once, as before.
 
-No real API server gives this answer on demand (it takes etcd outrunning the watch cache for
-over 3 s), so a loopback server gives the Status a kube-apiserver sends for it, exactly as
-k8s.io/apiserver's `storage.NewTooLargeResourceVersionError` builds it (apimachinery's
-`NewTimeoutError` with a `ResourceVersionTooLarge` cause, `retryAfterSeconds` 1 from the
-cacher), as JSON or, to a protobuf list, as protobuf."""
+The real API server gives this answer on demand to a list at a version etcd has not reached
+(`resourceVersionMatch=NotOlderThan`: only the watch cache serves it, and waits 3 s for it):
+the integration tests ask it so, and make the version come by writing. A loopback server gives
+the sequences a test needs exactly (the Status, then a page; the Status for a continue page;
+other 5xx): the Status as the real server sends it, which is k8s.io/apiserver's
+`storage.NewTooLargeResourceVersionError` (apimachinery's `NewTimeoutError` with a
+`ResourceVersionTooLarge` cause, `retryAfterSeconds` 1 from the cacher), as JSON or, to a
+protobuf list, as protobuf."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,10 +23,11 @@ import orjson
 import pytest
 
 from controller.errors import TemporaryError
+from controller.log import LOGGER_NAME
 from controller.observe import cache_lag
 from controller.observe.cache_lag import ATTEMPTS, CacheBehindError
 from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
-from controller.observe.kube import PROTOBUF, KubeClient
+from controller.observe.kube import PROTOBUF, KubeClient, object_path
 from controller.observe.model import node_from_api
 from controller.observe.proto import NodeList, node_from_proto
 from tests.controller.fake_api import Query, serving
@@ -196,3 +202,76 @@ def test_any_other_server_error_is_not_asked_again(
         client.list("/api/v1/namespaces")
     assert not isinstance(caught.value, CacheBehindError)
     assert len(answers.queries) == 1
+
+
+# --- the real API server ---------------------------------------------------------------------
+
+
+def ahead_of_etcd(client: KubeClient, revisions: int) -> dict[str, str]:
+    """List parameters at a version `revisions` ahead of etcd's now, which only the watch cache
+    serves, once it has seen that many more writes."""
+    now = int(client.collection_version("/api/v1/namespaces"))
+    return {"resourceVersion": str(now + revisions), "resourceVersionMatch": "NotOlderThan"}
+
+
+@pytest.mark.integration
+def test_a_real_api_server_still_behind_after_the_tries_is_a_temporary_error(
+    client: KubeClient,
+) -> None:
+    params = ahead_of_etcd(client, 1_000_000)
+    before = client.requests_made
+    with pytest.raises(TemporaryError) as caught:
+        # protobuf asked for: the server's Status comes as protobuf
+        client.list_protobuf(
+            "/api/v1/nodes", NodeList, node_from_proto, node_from_api, params=params
+        )
+    assert client.requests_made - before == ATTEMPTS
+    message = str(caught.value)
+    assert "GET /api/v1/nodes: HTTP 504: Timeout: Too large resource version: " in message
+    assert "ResourceVersionTooLarge" in message and f"after {ATTEMPTS} tries" in message
+
+
+@pytest.mark.integration
+def test_a_real_list_is_answered_once_the_watch_cache_reaches_its_version(
+    client: KubeClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first try finds the cache behind; writes made then bring etcd, and the cache, to
+    the version, and a later try of the same list is answered."""
+    caplog.set_level("WARNING", logger=LOGGER_NAME)
+    retried = threading.Event()
+    done = threading.Event()
+
+    class OnRetry(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.msg == "observe.list-retried":
+                retried.set()
+
+    def write_until_done() -> None:
+        if not retried.wait(timeout=60):
+            return
+        for index in range(400):
+            if done.is_set():
+                return
+            client.create(
+                object_path("v1", "configmaps", namespace, None),
+                {"metadata": {"name": f"bump-{index}"}},
+            )
+
+    logger = logging.getLogger(LOGGER_NAME)
+    handler = OnRetry()
+    logger.addHandler(handler)
+    writer = threading.Thread(target=write_until_done, daemon=True)
+    writer.start()
+    try:
+        params = ahead_of_etcd(client, 40)
+        names = client.list_objects(
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            lambda raw: str(raw["metadata"]["name"]),
+            params=params,
+        )
+    finally:
+        done.set()
+        retried.set()
+        logger.removeHandler(handler)
+        writer.join(timeout=30)
+    assert any(name.startswith("bump-") for name in names)
