@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import orjson
 import pytest
@@ -26,11 +25,11 @@ from controller.errors import TemporaryError
 from controller.log import LOGGER_NAME
 from controller.observe import cache_lag
 from controller.observe.cache_lag import ATTEMPTS, CacheBehindError
-from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
+from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2
 from controller.observe.kube import PROTOBUF, KubeClient, object_path
 from controller.observe.model import node_from_api
 from controller.observe.proto import NodeList, node_from_proto
-from tests.controller.fake_api import Query, serving
+from tests.controller.fake_api import Query, protobuf_body, serving
 
 Answer = tuple[int, str, bytes]
 
@@ -51,15 +50,6 @@ TOO_LARGE = {
 
 def too_large_json() -> Answer:
     return 504, "application/json", orjson.dumps(TOO_LARGE)
-
-
-def protobuf_body(message: Any, kind: str) -> bytes:
-    envelope = runtime_pb2.Unknown()
-    envelope.typeMeta.apiVersion = "v1"
-    envelope.typeMeta.kind = kind
-    envelope.raw = message.SerializeToString()
-    envelope.contentType = PROTOBUF
-    return b"k8s\x00" + envelope.SerializeToString()
 
 
 def too_large_protobuf() -> Answer:
