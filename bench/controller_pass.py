@@ -16,7 +16,9 @@ for each fleet size (growing the same cluster):
    plus 2 CPU pods), written straight into etcd (`--create etcd`, the default: 100,000 pods in
    about a minute) or through the API (`--create api`: a create and a status write each);
 2. waits until the API server lists every pod Running and every node Ready (a condition that
-   holds at any size; kwok's CPU, which the bench used to wait on, never settled at 5,000);
+   holds at any size; kwok's CPU, which the bench used to wait on, never settled at 5,000),
+   from a watch cache caught up with etcd, which the pods written straight into it leave
+   behind for a while (fleet_setup.py: the first pass's lists must not race it);
 3. backfills Prometheus with DCGM series (utilisation and framebuffer, one sample a minute over
    the idle window) for every GPU pod: most busy, one in 400 idle, half of those already warned
    past their grace, so the first pass warns some and reclaims others;

@@ -177,29 +177,41 @@ def write_pods_to_etcd(
         return sum(workers.map(put, [b for b in batches if b]))
 
 
-def count_pods(client: KubeClient) -> tuple[int, int]:
-    """(pods, pods not Running): the total from etcd (a one-item page's
-    `remainingItemCount`), the others by field selector from the API server's watch cache
-    (`resourceVersion=0`: a selected list from etcd reads every pod, over a minute at 50,000)."""
+def cache_at_least(revision: str) -> dict[str, str]:
+    """List parameters that only the API server's watch cache serves, once it has caught up
+    with etcd's `revision`: it waits up to 3 s for it, then answers 504 "Too large resource
+    version", which the list asks again (observe/cache_lag.py) and the settle loop counts as
+    not settled. A consistent list (the controller's) may be answered from etcd while the
+    cache is behind, so its success proves nothing; its continue pages then come from the
+    cache, and the first pass of a fresh cluster failed on that."""
+    return {"resourceVersion": revision, "resourceVersionMatch": "NotOlderThan"}
+
+
+def count_pods(client: KubeClient) -> tuple[int, int, str]:
+    """(pods, pods not Running, etcd's revision): the total from a consistent list (a one-item
+    page's `remainingItemCount`), the others by field selector from the API server's watch
+    cache once it has that revision (`cache_at_least`; a selected list from etcd reads every
+    pod, over a minute at 50,000)."""
     page = client.request("GET", "/api/v1/pods", params={"limit": 1})
-    total = len(page.get("items") or []) + int(
-        (page.get("metadata") or {}).get("remainingItemCount") or 0
-    )
+    metadata = page.get("metadata") or {}
+    total = len(page.get("items") or []) + int(metadata.get("remainingItemCount") or 0)
+    revision = str(metadata.get("resourceVersion") or "0")
     pending = sum(
         len(items)
         for items in client.list_pages(
             "/api/v1/pods",
             limit=5000,
-            params={"fieldSelector": "status.phase!=Running", "resourceVersion": "0"},
+            params={"fieldSelector": "status.phase!=Running", **cache_at_least(revision)},
         )
     )
-    return total, pending
+    return total, pending, revision
 
 
-def ready_nodes(client: KubeClient) -> tuple[int, int]:
-    """(nodes, of which Ready), from the watch cache."""
+def ready_nodes(client: KubeClient, revision: str) -> tuple[int, int]:
+    """(nodes, of which Ready), from the watch cache once it has etcd's `revision`."""
     listed = ready = 0
-    for page in client.list_pages("/api/v1/nodes", limit=5000, params={"resourceVersion": "0"}):
+    pages = client.list_pages("/api/v1/nodes", limit=5000, params=cache_at_least(revision))
+    for page in pages:
         for node in page:
             listed += 1
             ready += any(
@@ -212,21 +224,24 @@ def ready_nodes(client: KubeClient) -> tuple[int, int]:
 def wait_for_fleet(
     client: KubeClient, nodes: int, pods: int, *, limit: float = 600, log: Any = print
 ) -> float:
-    """Until the API server has `pods` pods, all Running, and `nodes` nodes (counted by
-    lists, which hold at any size, where kwok's CPU never fell under a threshold at 5,000
-    nodes); the seconds waited. SystemExit past `limit`."""
+    """Until the API server has `pods` pods, all Running, and `nodes` nodes, its watch cache
+    of both caught up with etcd (counted by lists, which hold at any size, where kwok's CPU
+    never fell under a threshold at 5,000 nodes; the cache, so the first pass's lists do not
+    race it); the seconds waited. SystemExit past `limit`."""
     started = time.monotonic()
     total = pending = ready = listed = 0
     while True:
         try:
-            total, pending = count_pods(client)
-            listed, ready = ready_nodes(client)
+            total, pending, revision = count_pods(client)
+            listed, ready = ready_nodes(client, revision)
+            counted = True
         except TemporaryError as error:
+            counted = False  # a count failed, the cache may be behind: not settled
             log(f"counting the fleet: {error}; again")
         waited = time.monotonic() - started
         # Nodes must exist, not be Ready: at 10,000 nodes on a busy machine kwok renews their
         # Leases late and some go Unknown for a while, which the pass does not read.
-        if total >= pods and pending == 0 and listed >= nodes:
+        if counted and total >= pods and pending == 0 and listed >= nodes:
             log(
                 f"fleet ready: {listed} nodes ({ready} Ready), {total} pods all Running "
                 f"({waited:.0f}s)"

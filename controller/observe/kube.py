@@ -57,6 +57,8 @@ Objects are parsed one page at a time (simdjson, one parser per page; or upb) an
 `observe.model` views, so memory holds a few pages of raw answers at a time.
 
 Lists are paginated (`limit`/`continue`); an expired continue token (410) restarts the list once.
+A page the watch cache cannot serve yet (504 "Too large resource version", observe/cache_lag.py)
+is asked again within the pass, up to three tries.
 Every request is counted (`requests_made`) for the pass summary. Errors are classified into
 `TemporaryError` (timeouts, connection errors, 5xx, 409, 429) and `PermanentError` (the rest).
 """
@@ -71,6 +73,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -79,6 +82,7 @@ import orjson
 import requests
 import simdjson
 import yaml
+from google.protobuf import json_format
 from google.protobuf import message as protobuf_message
 from requests.adapters import HTTPAdapter
 
@@ -88,6 +92,13 @@ from controller.errors import (
     PermanentError,
     TemporaryError,
     TooManyRequestsError,
+)
+from controller.log import Log
+from controller.observe.cache_lag import (
+    CacheBehindError,
+    retry_after,
+    too_large_resource_version,
+    while_cache_behind,
 )
 from controller.observe.k8s_pb import meta_v1_pb2, runtime_pb2
 
@@ -205,23 +216,28 @@ def _namespace_terminating(response: requests.Response) -> bool:
     return "because it is being terminated" in str(status.get("message", ""))
 
 
-def _status_message(response: requests.Response) -> str:
-    """The `message` of the Status an error answer carries (JSON, or protobuf when a protobuf
-    list was asked for); else the start of the body."""
+def _status_of(response: requests.Response) -> dict[str, Any]:
+    """The Status an error answer carries, as its JSON fields (a protobuf Status, the answer
+    to a protobuf list, turned into the same dict); empty when it carries none."""
     if _content_type(response) == PROTOBUF:
         try:
             status = _unwrap(response.content, meta_v1_pb2.Status, "error")
-            if status.message:
-                return str(status.message)
         except PermanentError:
-            pass
-        return repr(response.content[:300])
+            return {}
+        return json_format.MessageToDict(status, preserving_proto_field_name=True)
     try:
         body = orjson.loads(response.content)
-        if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])
     except orjson.JSONDecodeError:
-        pass
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _status_message(response: requests.Response, status: dict[str, Any]) -> str:
+    """The `message` of the answer's Status; else the start of the body."""
+    if status.get("message"):
+        return str(status["message"])
+    if _content_type(response) == PROTOBUF:
+        return repr(response.content[:300])
     return response.text[:300]
 
 
@@ -278,6 +294,7 @@ class KubeClient:
         if creds.token:
             self._session.headers["Authorization"] = f"Bearer {creds.token}"
         self._lock = threading.Lock()
+        self._log = Log()
         self.requests_made = 0
 
     @classmethod
@@ -371,7 +388,8 @@ class KubeClient:
         status = response.status_code
         if 200 <= status < 300:
             return response
-        message = f"{method} {path}: HTTP {status}: {_status_message(response)}"
+        answer = _status_of(response)
+        message = f"{method} {path}: HTTP {status}: {_status_message(response, answer)}"
         if status == 404 or (status == 403 and _namespace_terminating(response)):
             # content of a namespace being deleted is going away with it: gone, not refused
             raise NotFoundError(message)
@@ -379,6 +397,8 @@ class KubeClient:
             raise ConflictError(message)
         if status == 429:
             raise TooManyRequestsError(message)
+        if status == 504 and too_large_resource_version(answer):
+            raise CacheBehindError(message, retry_after=retry_after(answer))
         if status >= 500 or status == 408:
             raise TemporaryError(message)
         raise PermanentError(message)
@@ -394,7 +414,7 @@ class KubeClient:
             if token:
                 query["continue"] = token
             try:
-                page = self.request("GET", path, params=query)
+                page = self._list_request(partial(self.request, "GET", path, params=query), path)
             except PermanentError as error:
                 if "HTTP 410" in str(error) and token and not restarted:
                     # The continue token expired: start the list again, once.
@@ -416,7 +436,8 @@ class KubeClient:
     def collection_version(self, path: str) -> str:
         """The resourceVersion of a collection now (a list of one item, consistent read): a
         watch from it sees every change made after."""
-        page = self._object("GET", path, self.request("GET", path, params={"limit": 1}))
+        ask = partial(self.request, "GET", path, params={"limit": 1})
+        page = self._object("GET", path, self._list_request(ask, path))
         version = (page.get("metadata") or {}).get("resourceVersion")
         if not isinstance(version, str) or not version:
             raise PermanentError(f"GET {self.server}{path}: the list has no resourceVersion")
@@ -532,7 +553,8 @@ class KubeClient:
         query = {"limit": limit, **(params or {})}
 
         def fetch(query: dict[str, Any]) -> _Page:
-            return decode(self._send("GET", path, params=query, accept=accept))
+            ask = partial(self._send, "GET", path, params=query, accept=accept)
+            return decode(self._list_request(ask, path))
 
         for attempt in (1, 2):
             kept: builtins.list[Any] = []
@@ -557,6 +579,11 @@ class KubeClient:
                     continue
                 raise
         raise AssertionError("unreachable")
+
+    def _list_request(self, ask: Callable[[], T], path: str) -> T:
+        """One request of a list (a page, or the one item of `collection_version`), asked again
+        while the watch cache is behind etcd (observe/cache_lag.py)."""
+        return while_cache_behind(ask, path, self._log)
 
     @staticmethod
     def _json_page(path: str, body: bytes, convert: Callable[[Any], Any]) -> _Page:

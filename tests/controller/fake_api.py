@@ -1,6 +1,7 @@
 """A stand-in kube-apiserver for the list tests that need answers no real one gives (410 on a
 continue token, garbage bodies, JSON where protobuf was asked for): a loopback HTTP server whose
-GETs are answered by a function, and a KubeClient pointed at it."""
+GETs are answered by a function, and a KubeClient pointed at it; `protobuf_body` wraps a message
+as a kube-apiserver's protobuf answer."""
 
 from __future__ import annotations
 
@@ -11,11 +12,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from controller.observe.kube import Credentials, KubeClient
+from controller.observe.k8s_pb import runtime_pb2
+from controller.observe.kube import PROTOBUF, Credentials, KubeClient
 
 Query = dict[str, list[str]]
 Respond = Callable[[str, Query, str], tuple[int, str, bytes]]
 """(path, query, Accept header) -> (status, Content-Type, body)"""
+
+
+def protobuf_body(message: Any, kind: str) -> bytes:
+    """`message` as a kube-apiserver's protobuf answer: the magic, then a `runtime.Unknown`."""
+    envelope = runtime_pb2.Unknown()
+    envelope.typeMeta.apiVersion = "v1"
+    envelope.typeMeta.kind = kind
+    envelope.raw = message.SerializeToString()
+    envelope.contentType = PROTOBUF
+    return b"k8s\x00" + envelope.SerializeToString()
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from controller.errors import NotFoundError, PermanentError
-from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2, runtime_pb2
+from controller.observe.k8s_pb import core_v1_pb2, meta_v1_pb2
 from controller.observe.kube import PROTOBUF, KubeClient, object_path, pod_path
 from controller.observe.model import (
     DecodeError,
@@ -38,7 +38,7 @@ from controller.observe.proto import (
 )
 from localfleet.controlplane import LocalCluster
 from tests.controller.builders import a_pod
-from tests.controller.fake_api import Query, serving
+from tests.controller.fake_api import Query, protobuf_body, serving
 from tools import k8sproto
 
 MIG = "nvidia.com/mig-1g.10gb"
@@ -452,15 +452,6 @@ def pod_message(name: str, gpus: str = "1") -> Any:
     main.name = "main"
     main.resources.limits["nvidia.com/gpu"].string = gpus
     return message
-
-
-def protobuf_body(message: Any, kind: str) -> bytes:
-    envelope = runtime_pb2.Unknown()
-    envelope.typeMeta.apiVersion = "v1"
-    envelope.typeMeta.kind = kind
-    envelope.raw = message.SerializeToString()
-    envelope.contentType = PROTOBUF
-    return b"k8s\x00" + envelope.SerializeToString()
 
 
 class FakeApi:
