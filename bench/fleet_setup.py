@@ -49,7 +49,7 @@ def product_opa(state_dir: Path, config: dict[str, Any]) -> tuple[OpaServer, Pat
     """OPA as the gate's (token authentication, authz, the configuration loaded at start) and
     the controller's token file; not started."""
     from fleet.opa import authz_document, token_sha256
-    from fleet.opa_anchors import package_anchors
+    from fleet.opa_data import gate_data
     from fleet.project import policies_dir
 
     token = secrets.token_urlsafe(32)
@@ -58,10 +58,14 @@ def product_opa(state_dir: Path, config: dict[str, Any]) -> tuple[OpaServer, Pat
     token_file.chmod(0o600)
     data_dir = state_dir / "opa-data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    sources = [p.read_text() for p in policies_dir().rglob("*.rego")]
-    # as the gate's data ConfigMap (components/policy_gate.py): the configuration and the
-    # packages' anchors (fleet/opa_anchors.py)
-    document = {"fleetplane": {**package_anchors(sources), "config": config}}
+    root = policies_dir()
+    sources = {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*.rego"))
+        if not p.name.endswith("_test.rego")
+    }
+    # the gate's data ConfigMap (components/policy_gate.py): anchors, configuration, revision
+    document = gate_data(sources, config, {})
     (data_dir / "data.json").write_text(json.dumps(document))
     opa = OpaServer(
         work_dir=state_dir / "opa",

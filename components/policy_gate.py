@@ -36,7 +36,7 @@ from fleet.opa import (
     authz_document,
     opa_gc_env,
 )
-from fleet.opa_anchors import package_anchors
+from fleet.opa_data import gate_data
 from fleet.opa_shards import SHARDED, controller_data_sources
 from fleet.project import policies_dir as project_policies
 from fleet.render import (
@@ -323,15 +323,9 @@ def policy_gate_manifests(
     component = "policy-gate"
     selector = {"app.kubernetes.io/name": opa.name}
     policy_data = {policy_configmap_key(path): text for path, text in policies.items()}
-    loaded: dict[str, Any] = {
-        **package_anchors(policies.values()),  # writes cost OPA what they write
-        "config": render_opa_data(config),
-        "approvals": render_approvals(config),
-    }
-    # What OPA loads, named, so a decision can say what gave it (the disruption answers the
-    # controller keeps between passes are asked again when it changes; docs/disruption.md).
-    loaded["revision"] = config_digest([sorted(policy_data.items()), loaded])[:16]
-    data_json = json.dumps({"fleetplane": loaded}, indent=2)
+    data_json = json.dumps(
+        gate_data(policies, render_opa_data(config), render_approvals(config)), indent=2
+    )
     size = sum(len(t.encode()) for t in policy_data.values())
     if size > CONFIGMAP_LIMIT_BYTES:
         raise ValueError(f"policies are {size} bytes, above the ConfigMap budget")
