@@ -270,6 +270,14 @@ class _Page:
     token: str | None
 
 
+def continued(query: dict[str, Any], token: str) -> dict[str, Any]:
+    """The query of a list's next page: its `continue` token, which carries the list's
+    resourceVersion, so without `resourceVersion` and `resourceVersionMatch` (the API server
+    refuses a continue with either: 422)."""
+    rest = {k: v for k, v in query.items() if k not in ("resourceVersion", "resourceVersionMatch")}
+    return {**rest, "continue": token}
+
+
 class KubeClient:
     """Thread-safe; one `requests.Session` with a connection pool sized for parallel lists."""
 
@@ -412,7 +420,7 @@ class KubeClient:
         while True:
             query = {"limit": limit, **(params or {})}
             if token:
-                query["continue"] = token
+                query = continued(query, token)
             try:
                 page = self._list_request(partial(self.request, "GET", path, params=query), path)
             except PermanentError as error:
@@ -565,7 +573,7 @@ class KubeClient:
                         page = pending.result()
                         token = page.token
                         if token:
-                            pending = prefetch.submit(fetch, {**query, "continue": token})
+                            pending = prefetch.submit(fetch, continued(query, token))
                         convert = page.convert
                         for raw in page.items:
                             converted = convert(raw)

@@ -90,6 +90,8 @@ grants := {
 		{"methods": {"GET", "PUT", "PATCH", "DELETE"}, "path": ["v1", "data", "fleetplane", "claims"], "prefix": true},
 		{"methods": {"GET"}, "path": ["v1", "data", "fleetplane", "approvals"], "prefix": true},
 		{"methods": {"PUT"}, "path": ["v1", "data", "fleetplane", "approvals", "*", "uid"], "prefix": false},
+		# what OPA loaded, which the disruption answers the controller keeps are kept under
+		{"methods": {"GET"}, "path": ["v1", "data", "fleetplane", "revision"], "prefix": false},
 	],
 	# The admission front (controller/admission_front.py) stands where the API
 	# server calls the gate and reserves what it admits: one entry by its exact

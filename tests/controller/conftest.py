@@ -360,7 +360,9 @@ def gate_opa(work_dir: Any, config: dict[str, Any], *extra_data: Any) -> OpaServ
     work = Path(work_dir)
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
-    (data / "data.json").write_text(json.dumps({"fleetplane": {"config": config}}))
+    # with a revision, as the gate's data names what it loaded (fleet/opa_data.py)
+    document = {"fleetplane": {"config": config, "revision": GATE_REVISION}}
+    (data / "data.json").write_text(json.dumps(document))
     return OpaServer(
         work_dir=work / "opa",
         data=(data, *(Path(d) for d in extra_data)),
@@ -370,6 +372,8 @@ def gate_opa(work_dir: Any, config: dict[str, Any], *extra_data: Any) -> OpaServ
 
 KEPT = "fleetplane-opa-controller-data"
 """The ConfigMap the gate's OPA loads the controller's documents from at start."""
+GATE_REVISION = "0123456789abcdef"
+"""`data.fleetplane.revision` of the gate's OPA in tests (gate_opa)."""
 
 
 def gate_settings(opa: OpaServer, work_dir: Any, namespace: str, *, kept: bool) -> Settings:

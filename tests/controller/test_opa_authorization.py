@@ -19,7 +19,7 @@ from controller.act.opa import SPEND_PATH, Opa
 from controller.errors import PermanentError
 from localfleet.servers import OpaServer
 from policyreview.diff import CORPUS_DIR
-from tests.controller.conftest import CONTROLLER_TOKEN, gate_opa, token_file
+from tests.controller.conftest import CONTROLLER_TOKEN, GATE_REVISION, gate_opa, token_file
 from tests.policies.builders import cpu, training
 
 pytestmark = pytest.mark.integration
@@ -140,3 +140,17 @@ def test_a_missing_token_file_is_a_permanent_error(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(PermanentError, match="empty"):
         Opa("http://127.0.0.1:1", token_file=str(empty))
+
+
+def test_the_controller_reads_the_revision_its_kept_answers_are_kept_under(
+    opa: OpaServer, tmp_path: Path
+) -> None:
+    """The disruption concern keeps its answers under `data.fleetplane.revision`: with the
+    gate's authorization on, the controller's token reads it (a refusal would leave every pod
+    asked every pass); a caller without the token does not."""
+    client = Opa(opa.url, token_file=token_file(tmp_path), timeout=5)
+    try:
+        assert client.revision() == GATE_REVISION
+    finally:
+        client.close()
+    assert call(opa, "GET", "/v1/data/fleetplane/revision").status_code == 401  # OPA: unauthorized
