@@ -98,6 +98,12 @@ FAMILIES: dict[str, Family] = {
         "gauge",
         "Accelerator pods per lifetime check (max-runtime, orphan, straggler) and verdict in the last pass.",
     ),
+    "disruption_answers": Family(
+        "fleetplane_controller_disruption_answers",
+        "gauge",
+        "Running accelerator pods the last pass asked the disruption policy about (asked), "
+        "and those whose answer kept from an earlier pass still held (kept).",
+    ),
     "preemptors": Family(
         "fleetplane_controller_preemptors",
         "gauge",

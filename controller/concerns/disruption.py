@@ -28,6 +28,8 @@ def run(view: PassView) -> None:
     marks = plan_marks(answers)
     act_on_marks(rt, marks)
     written = write_kept(rt, keep(plan, answers, marks, revision, rt.now), held)
+    rt.summary.set("disruption_answers", len(plan.ask), source="asked")
+    rt.summary.set("disruption_answers", len(plan.held), source="kept")
     rt.log.info(
         "disruption.asked",
         judged=len(judged),
