@@ -24,7 +24,7 @@ from controller.act.opa_files import keep_for_opa
 from controller.act.runtime import Runtime
 from controller.decide.disruption_memo import Kept
 from controller.errors import ControllerError
-from controller.observe.kube import object_path
+from controller.observe.kube import label_selector, object_path
 from fleet.disruption_kept import KEY, LABEL, PARTS, part_names, part_of
 
 
@@ -42,7 +42,7 @@ def _held(rt: Runtime, namespace: str) -> dict[str, str]:
         item["metadata"]["name"]: (item.get("data") or {}).get(KEY, "")
         for item in rt.kube.list(
             object_path("v1", "configmaps", namespace, None),
-            params={"labelSelector": ",".join(f"{k}={v}" for k, v in LABEL.items())},
+            params={"labelSelector": label_selector(LABEL)},
         )
     }
 

@@ -128,20 +128,7 @@ class Opa:
         """`data.fleetplane.revision`: the revision of the policies and data OPA loaded (the
         policy gate's component writes it with them); None when OPA has none (a test's or a
         hand-run OPA) or it is not a string."""
-        url = f"{self.url}/v1/data/fleetplane/revision"
-        self.requests_made += 1
-        try:
-            response = self._session.get(
-                url, headers=self._headers, timeout=self.timeout, verify=self._verify
-            )
-        except requests.RequestException as error:
-            raise TemporaryError(f"opa {url}: {error}") from error
-        _raise_unless(response, 200, f"opa {url}")
-        try:
-            found = orjson.loads(response.content)
-        except orjson.JSONDecodeError as error:
-            raise PermanentError(f"opa {url}: answer is not JSON: {error}") from error
-        value = found.get("result") if isinstance(found, dict) else None
+        value = self.get_data("fleetplane/revision")
         return value if isinstance(value, str) else None
 
     def _ask(self, url: str, input: dict[str, Any]) -> Any:

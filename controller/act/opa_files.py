@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from controller.errors import ConflictError, NotFoundError, PermanentError
-from controller.observe.kube import KubeClient, object_path
+from controller.observe.kube import KubeClient, label_selector, object_path
 from fleet.opa import APPROVAL_BINDINGS_FILE_KEY
 from fleet.opa_shards import DEPTHS, shard_configmap, shard_key, split
 
@@ -108,7 +108,7 @@ def keep_shards(
         item["metadata"]["name"]: item.get("data") or {}
         for item in kube.list(
             object_path("v1", "configmaps", namespace, None),
-            params={"labelSelector": ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())},
+            params={"labelSelector": label_selector(MANAGED_BY)},
         )
     }
     for index, part in enumerate(split(document, DEPTHS[doc])):

@@ -70,7 +70,7 @@ import builtins
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -268,6 +268,11 @@ class _Page:
     items: Iterable[Any]
     convert: Callable[[Any], Any]
     token: str | None
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """Equality labels as the API server's `labelSelector` parameter takes them (`a=1,b=2`)."""
+    return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
 def continued(query: dict[str, Any], token: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,6 +389,24 @@ def gate_settings(opa: OpaServer, work_dir: Any, namespace: str, *, kept: bool) 
         lease_namespace=namespace,
         request_timeout_seconds=5,
     )
+
+
+@contextmanager
+def answers_kept(
+    harness: Harness, opa: OpaServer, revision: str = "test-revision-1"
+) -> Iterator[Harness]:
+    """The harness's passes with a place to keep their disruption answers (KEPT in its
+    namespace) and `opa` with a revision loaded, as the gate runs (controller/decide/
+    disruption_memo.py); both taken away after."""
+    base = harness.settings
+    place = f"{harness.namespace}/{KEPT}"
+    harness.settings = lambda **o: base(**{"opa_data_configmap": place, **o})  # type: ignore[method-assign]
+    opa.put_data("fleetplane/revision", revision)
+    try:
+        yield harness
+    finally:
+        opa.delete_data("fleetplane/revision")
+        del harness.settings  # the class's method again
 
 
 def token_file(directory: Any) -> str:

@@ -14,14 +14,13 @@ from localfleet.servers import OpaServer
 from tests.controller.conftest import (
     Harness,
     annotations_of,
+    answers_kept,
     bare_pod,
     closed_url,
     started_at,
 )
 
 pytestmark = pytest.mark.integration
-
-KEPT = "fleetplane-opa-controller-data"
 
 
 @pytest.fixture(params=["asked every pass", "answers kept between passes"])
@@ -35,14 +34,8 @@ def harness(
     if request.param == "asked every pass":
         yield harness
         return
-    base = harness.settings
-    place = f"{harness.namespace}/{KEPT}"
-    harness.settings = lambda **o: base(**{"opa_data_configmap": place, **o})  # type: ignore[method-assign]
-    opa_server.put_data("fleetplane/revision", "test-revision-1")
-    try:
+    with answers_kept(harness, opa_server):
         yield harness
-    finally:
-        opa_server.delete_data("fleetplane/revision")
 
 
 KARPENTER = "karpenter.sh/do-not-disrupt"

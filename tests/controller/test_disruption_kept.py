@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from controller.observe.kube import object_path
+from controller.observe.kube import label_selector, object_path
 from fleet.disruption_kept import LABEL, PARTS
 from localfleet.servers import OpaServer
-from tests.controller.conftest import Harness, Run, annotations_of, bare_pod, started_at
+from tests.controller.conftest import (
+    KEPT,
+    Harness,
+    Run,
+    annotations_of,
+    answers_kept,
+    bare_pod,
+    started_at,
+)
 from tests.controller.test_disruption import (
     CHECKPOINT,
     KARPENTER,
@@ -23,19 +31,11 @@ from tests.controller.test_disruption import (
 
 pytestmark = pytest.mark.integration
 
-KEPT = "fleetplane-opa-controller-data"
-
 
 @pytest.fixture
 def kept(harness: Harness, opa_server: OpaServer) -> Iterator[Harness]:
-    base = harness.settings
-    place = f"{harness.namespace}/{KEPT}"
-    harness.settings = lambda **o: base(**{"opa_data_configmap": place, **o})  # type: ignore[method-assign]
-    opa_server.put_data("fleetplane/revision", "test-revision-1")
-    try:
+    with answers_kept(harness, opa_server):
         yield harness
-    finally:
-        opa_server.delete_data("fleetplane/revision")
 
 
 def asked(run: Run) -> set[str]:
@@ -46,7 +46,7 @@ def parts(h: Harness) -> dict[str, str]:
     """The kept answers' ConfigMaps in the test's namespace, by name: their resourceVersions."""
     found = h.client.list(
         object_path("v1", "configmaps", h.namespace, None),
-        params={"labelSelector": ",".join(f"{k}={v}" for k, v in LABEL.items())},
+        params={"labelSelector": label_selector(LABEL)},
     )
     return {c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in found}
 
