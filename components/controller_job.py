@@ -13,12 +13,12 @@ from components.kube import (
     CONFIG_HASH_ANNOTATION,
     Manifest,
     common_labels,
-    config_digest,
     declare_all,
     meta,
     restricted_container_security_context,
 )
 from fleet.config import FleetConfig
+from fleet.digest import config_digest
 from fleet.disruption_kept import part_names as kept_answer_parts
 from fleet.render import (
     CONFIG_ENV,

@@ -3,8 +3,6 @@ component declares one as the matching typed pulumi_kubernetes resource."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Any
 
@@ -100,12 +98,6 @@ Manifest = dict[str, Any]
 CONFIG_HASH_ANNOTATION = "fleetplane.dev/config-sha256"
 """On a Deployment's pod template: the digest of what its pods read only at start, so a change
 rolls them (the gate's OPA, the controller's admission keeper)."""
-
-
-def config_digest(document: Any) -> str:
-    """The value of CONFIG_HASH_ANNOTATION for a JSON document (keys sorted, so equal documents
-    give equal digests)."""
-    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def restricted_container_security_context() -> dict[str, Any]:

@@ -17,7 +17,6 @@ from components.kube import (
     CONFIG_HASH_ANNOTATION,
     Manifest,
     common_labels,
-    config_digest,
     declare_all,
     memory_quantity,
     meta,
@@ -27,6 +26,7 @@ from components.kube import (
 from components.tls import TlsBundle, TlsMaterial, service_dns_names
 from components.tokens import BearerToken, TokenMaterial
 from fleet.config import FleetConfig
+from fleet.digest import config_digest
 from fleet.opa import (
     AUTHZ_DATA_PATH,
     CONTROLLER_DATA_FILES,

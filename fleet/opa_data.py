@@ -9,11 +9,10 @@ The policy gate's component (components/policy_gate.py) and the benchmarks' OPA
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.digest import config_digest
 from fleet.opa_anchors import package_anchors
 
 
@@ -27,6 +26,5 @@ def gate_data(
         "config": config,
         "approvals": approvals,
     }
-    named = json.dumps([sorted(policies.items()), loaded], sort_keys=True)
-    loaded["revision"] = hashlib.sha256(named.encode()).hexdigest()[:16]
+    loaded["revision"] = config_digest([sorted(policies.items()), loaded])[:16]
     return {"fleetplane": loaded}
