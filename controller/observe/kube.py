@@ -65,23 +65,18 @@ Every request is counted (`requests_made`) for the pass summary. Errors are clas
 
 from __future__ import annotations
 
-import base64
 import builtins
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import orjson
 import requests
 import simdjson
-import yaml
 from google.protobuf import json_format
 from google.protobuf import message as protobuf_message
 from requests.adapters import HTTPAdapter
@@ -100,9 +95,9 @@ from controller.observe.cache_lag import (
     too_large_resource_version,
     while_cache_behind,
 )
+from controller.observe.credentials import Credentials, resolve_credentials
 from controller.observe.k8s_pb import meta_v1_pb2, runtime_pb2
 
-IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
@@ -110,96 +105,6 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 PROTOBUF_MAGIC = b"k8s\x00"
 DEFAULT_PAGE = 500
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Credentials:
-    server: str
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    token: str | None = None
-    insecure: bool = False
-
-
-def _materialise(data_b64: str, suffix: str) -> str:
-    """Kubeconfig `*-data` fields are inline PEM; requests wants files."""
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the process
-        prefix="fleetplane-", suffix=suffix, delete=False
-    )
-    handle.write(base64.b64decode(data_b64))
-    handle.close()
-    os.chmod(handle.name, 0o600)
-    return handle.name
-
-
-def credentials_from_kubeconfig(path: Path, context: str | None = None) -> Credentials:
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise PermanentError(f"kubeconfig {path}: {error}") from error
-    name = context or document.get("current-context")
-    contexts = {c["name"]: c["context"] for c in document.get("contexts") or []}
-    if name not in contexts:
-        raise PermanentError(f"kubeconfig {path}: no context {name!r}")
-    ctx = contexts[name]
-    cluster = {c["name"]: c["cluster"] for c in document.get("clusters") or []}[ctx["cluster"]]
-    user = {u["name"]: u["user"] for u in document.get("users") or []}.get(ctx.get("user"), {})
-    base = path.parent
-
-    def file_of(entry: dict[str, Any], key: str, suffix: str) -> str | None:
-        if entry.get(f"{key}-data"):
-            return _materialise(entry[f"{key}-data"], suffix)
-        if entry.get(key):
-            return str((base / entry[key]).resolve())
-        return None
-
-    token = user.get("token")
-    if not token and user.get("tokenFile"):
-        token = Path(user["tokenFile"]).read_text().strip()
-    return Credentials(
-        server=cluster["server"].rstrip("/"),
-        ca_file=file_of(cluster, "certificate-authority", ".crt"),
-        cert_file=file_of(user, "client-certificate", ".crt"),
-        key_file=file_of(user, "client-key", ".key"),
-        token=token,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
-    )
-
-
-def in_cluster_credentials() -> Credentials | None:
-    host, port = (
-        os.environ.get("KUBERNETES_SERVICE_HOST"),
-        os.environ.get("KUBERNETES_SERVICE_PORT"),
-    )
-    token = IN_CLUSTER_DIR / "token"
-    if not host or not port or not token.exists():
-        return None
-    if ":" in host:
-        host = f"[{host}]"
-    return Credentials(
-        server=f"https://{host}:{port}",
-        ca_file=str(IN_CLUSTER_DIR / "ca.crt"),
-        token=token.read_text().strip(),
-    )
-
-
-def resolve_credentials(kubeconfig: str | None) -> Credentials:
-    """--kubeconfig if given; else the in-cluster service account; else $KUBECONFIG or
-    ~/.kube/config."""
-    if kubeconfig:
-        return credentials_from_kubeconfig(Path(kubeconfig))
-    found = in_cluster_credentials()
-    if found is not None:
-        return found
-    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or str(
-        Path.home() / ".kube" / "config"
-    )
-    if not Path(path).exists():
-        raise PermanentError(
-            "no Kubernetes credentials: not in a cluster, and no --kubeconfig or $KUBECONFIG"
-        )
-    return credentials_from_kubeconfig(Path(path))
 
 
 def _namespace_terminating(response: requests.Response) -> bool:
@@ -263,11 +168,22 @@ def _unwrap(body: bytes, message_type: Any, where: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class _Page:
-    """One page of a list, decoded: its items, the converter for them, the continue token."""
+    """One page of a list, decoded: its items, the converter for them, the continue token and
+    the list's resourceVersion (every page of a list is read at its first page's version)."""
 
     items: Iterable[Any]
     convert: Callable[[Any], Any]
     token: str | None
+    version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed(Generic[T]):
+    """Every object of a list, converted, and the resourceVersion it was read at: a watch from
+    that version sees every change after the list (observe/watched.py)."""
+
+    items: builtins.list[T]
+    version: str
 
 
 def label_selector(labels: Mapping[str, str]) -> str:
@@ -457,12 +373,13 @@ class KubeClient:
         return version
 
     def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int
+        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = False
     ) -> Iterator[dict[str, Any]]:
         """The events of one watch of a collection from `resource_version` (`{"type",
-        "object"}`, bookmarks left out), until the API server ends it after `timeout_seconds`
-        or the caller stops reading. An ERROR event (410: the version is too old) is a
-        TemporaryError: list again, then watch from the new version."""
+        "object"}`; BOOKMARK events, which carry only a newer resourceVersion, when `bookmarks`),
+        until the API server ends it after `timeout_seconds` or the caller stops reading. An
+        ERROR event (410: the version is too old) is a TemporaryError: list again, then watch
+        from the new version."""
         params: dict[str, str | int] = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -484,7 +401,7 @@ class KubeClient:
                         continue
                     event = orjson.loads(line)
                     kind = event.get("type")
-                    if kind == "BOOKMARK":
+                    if kind == "BOOKMARK" and not bookmarks:
                         continue
                     if kind == "ERROR":
                         status = event.get("object") or {}
@@ -519,7 +436,7 @@ class KubeClient:
         def decode(response: requests.Response) -> _Page:
             return self._json_page(path, response.content, convert)
 
-        return self._list(path, JSON, decode, limit=limit, params=params)
+        return self._list(path, JSON, decode, limit=limit, params=params).items
 
     def list_protobuf(
         self,
@@ -535,6 +452,21 @@ class KubeClient:
         is the generated list message (`core_v1_pb2.PodList`), `convert` receives its items. A
         server that answers JSON instead (it may, for any page) gets its items converted by
         `convert_json`, as `list_objects` does; any other answer is a PermanentError."""
+        return self.list_protobuf_at_version(
+            path, list_type, convert, convert_json, limit=limit, params=params
+        ).items
+
+    def list_protobuf_at_version(
+        self,
+        path: str,
+        list_type: Any,
+        convert: Callable[[Any], T | None],
+        convert_json: Callable[[Any], T | None],
+        *,
+        limit: int = DEFAULT_PAGE,
+        params: dict[str, Any] | None = None,
+    ) -> Listed[T]:
+        """`list_protobuf`, with the resourceVersion the list was read at."""
 
         def decode(response: requests.Response) -> _Page:
             body = response.content
@@ -542,7 +474,7 @@ class KubeClient:
             if content_type == PROTOBUF:
                 page = _unwrap(body, list_type, f"GET {path}")
                 token = getattr(page.metadata, "continue")
-                return _Page(page.items, convert, token or None)
+                return _Page(page.items, convert, token or None, page.metadata.resourceVersion)
             if content_type == JSON:
                 return self._json_page(path, body, convert_json)
             raise PermanentError(
@@ -560,7 +492,7 @@ class KubeClient:
         *,
         limit: int,
         params: dict[str, Any] | None,
-    ) -> builtins.list[Any]:
+    ) -> Listed[Any]:
         """The paging of `list_objects` and `list_protobuf`: `decode` turns an answer into a
         page (in the prefetch thread); its items are converted in this one."""
         query = {"limit": limit, **(params or {})}
@@ -571,12 +503,14 @@ class KubeClient:
 
         for attempt in (1, 2):
             kept: builtins.list[Any] = []
+            version = ""
             try:
                 with ThreadPoolExecutor(max_workers=1) as prefetch:
                     pending = prefetch.submit(fetch, query)
                     while True:
                         page = pending.result()
                         token = page.token
+                        version = version or page.version
                         if token:
                             pending = prefetch.submit(fetch, continued(query, token))
                         convert = page.convert
@@ -586,7 +520,7 @@ class KubeClient:
                                 kept.append(converted)
                         del page
                         if not token:
-                            return kept
+                            return Listed(kept, version)
             except PermanentError as error:
                 if "HTTP 410" in str(error) and attempt == 1:
                     continue
@@ -613,7 +547,13 @@ class KubeClient:
             raise PermanentError(f"GET {path}: items is not an array")
         metadata = document.get("metadata") or {}
         token = metadata.get("continue") if hasattr(metadata, "get") else None
-        return _Page(items or (), convert, token if isinstance(token, str) and token else None)
+        version = metadata.get("resourceVersion") if hasattr(metadata, "get") else None
+        return _Page(
+            items or (),
+            convert,
+            token if isinstance(token, str) and token else None,
+            version if isinstance(version, str) else "",
+        )
 
     # typed helpers -------------------------------------------------------------------------
 

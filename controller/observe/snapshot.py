@@ -38,6 +38,7 @@ from controller.observe.model import (
 )
 from controller.observe.operator_objects import list_operator_objects
 from controller.observe.proto import NodeList, PodList, accelerator_pod_from_proto, node_from_proto
+from controller.observe.watched import WatchedFleet
 from controller.observe.workload_objects import (
     WORKLOAD_APIS,
     WorkloadObject,
@@ -137,11 +138,17 @@ VOLCANO_APIS = {
 
 
 def take_snapshot(
-    kube: KubeClient, *, log: Log | None = None, page: int = 500, workers: int = 8
+    kube: KubeClient,
+    *,
+    log: Log | None = None,
+    page: int = 500,
+    workers: int = 8,
+    watched: WatchedFleet | None = None,
 ) -> Snapshot:
     """List nodes, accelerator pods, namespaces, PDBs, PriorityClasses, Volcano objects and
     the workload objects above pods (Deployments, StatefulSets, ReplicaSets, Jobs, and the
-    operators' JobSets and RayClusters)."""
+    operators' JobSets and RayClusters). With `watched` (a long-running process), pods and
+    nodes are what its watches keep (observe/watched.py), not listed again."""
     log = log or Log()
     started = time.monotonic()
     missing: list[str] = []
@@ -200,7 +207,7 @@ def take_snapshot(
         return found
 
     jobs: dict[str, Callable[[], Any]] = {
-        "nodes": nodes,
+        "nodes": watched.nodes.items if watched else nodes,
         "workload_objects": workload_objects,
         "claims": claims,
         "pdbs": listed("/apis/policy/v1/poddisruptionbudgets", pdb_from_api),
@@ -214,10 +221,13 @@ def take_snapshot(
         # list while this process decodes another (about twice as fast as one paginated list
         # of every pod on two cores). A namespace created after the namespace list is seen by
         # the next pass.
-        per_namespace = list(pool.map(pods_in, [ns.name for ns in namespaces]))
+        if watched:
+            pods = watched.pods.items()
+        else:
+            per_namespace = list(pool.map(pods_in, [ns.name for ns in namespaces]))
+            pods = [pod for found in per_namespace for pod in found]
         results = {name: future.result() for name, future in futures.items()}
     results["namespaces"] = namespaces
-    pods = [pod for found in per_namespace for pod in found]
     # GPUs held through DRA claims join each pod's demand (observe/dra_claims.py).
     results["pods"] = with_claimed_devices(pods, results["claims"])
     snapshot = Snapshot(
@@ -241,6 +251,7 @@ def take_snapshot(
         volcano_objects=len(snapshot.volcano),
         workload_objects=len(snapshot.workload_objects),
         missing_apis=missing,
+        watched=watched is not None,
         seconds=round(time.monotonic() - started, 3),
     )
     return snapshot

@@ -144,7 +144,7 @@ def test_a_new_concern_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         reconcile,
         "take_snapshot",
-        lambda kube, log=None: Snapshot(
+        lambda kube, log=None, watched=None: Snapshot(
             taken_at=NOW, nodes={}, pods=[], namespaces={}, pdbs=[], priority_classes={}
         ),
     )

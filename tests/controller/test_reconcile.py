@@ -27,7 +27,7 @@ class NoKube:
     requests_made = 0
 
 
-def empty_snapshot(kube: Any, *, log: Any = None) -> Snapshot:
+def empty_snapshot(kube: Any, *, log: Any = None, watched: Any = None) -> Snapshot:
     return Snapshot(taken_at=NOW, nodes={}, pods=[], namespaces={}, pdbs=[], priority_classes={})
 
 
