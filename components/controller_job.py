@@ -299,14 +299,21 @@ def controller_manifests(config: FleetConfig) -> list[Manifest]:
             "metadata": meta(f"{CONTROLLER_NAME}-config", ns, component=component),
             "data": {CONFIG_FILE: json.dumps(rendered, indent=2)},
         },
-        _controller_cronjob(
-            config,
-            name=CONTROLLER_NAME,
-            command=["reconcile"],
-            schedule=rendered["controller"]["schedule"],
-            selector=selector,
-            volumes=volumes,
-            mounts=mounts,
+        # Resident, the reconcile passes run in the keeper's Deployment (below): no CronJob.
+        *(
+            []
+            if config.controller.resident
+            else [
+                _controller_cronjob(
+                    config,
+                    name=CONTROLLER_NAME,
+                    command=["reconcile"],
+                    schedule=rendered["controller"]["schedule"],
+                    selector=selector,
+                    volumes=volumes,
+                    mounts=mounts,
+                )
+            ]
         ),
         # Driver upgrades run as their own passes under their own Lease, at the same period.
         _controller_cronjob(
@@ -417,7 +424,11 @@ def _admission_keeper(
                     "annotations": {CONFIG_HASH_ANNOTATION: config_hash},
                 },
                 "spec": _controller_pod_spec(
-                    config, command=["admission", "--watch"], volumes=volumes, mounts=mounts
+                    config,
+                    # resident: the whole reconcile pass once a period, the keeper's between
+                    command=["reconcile" if config.controller.resident else "admission", "--watch"],
+                    volumes=volumes,
+                    mounts=mounts,
                 ),
             },
         },

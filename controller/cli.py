@@ -1,6 +1,7 @@
 """`fleetplane controller ...`: one idempotent pass of the in-cluster controller per run.
 
-    fleetplane controller reconcile|idle|lifetime|spend|preempt [--dry-run] [options]
+    fleetplane controller reconcile [--watch [--watch-interval S]] [--dry-run] [options]
+    fleetplane controller idle|lifetime|spend|preempt|... [--dry-run] [options]
     fleetplane controller admission [--watch [--watch-interval S]] [--dry-run] [options]
     fleetplane controller upgrade run|status|clear|validate [options]
     fleetplane controller remediation run|status [options]
@@ -9,7 +10,9 @@ The pass's commands are the concern registry's (controller/concerns): a new conc
 its command, with its help.
 
 A CronJob runs `reconcile` every period; a Deployment runs `admission --watch`, which keeps the
-gate's admission data current between periods (controller/admission_keeper.py). This module
+gate's admission data current between periods (controller/admission_keeper.py). Resident
+(`controller.resident`), the Deployment runs `reconcile --watch` instead: the same keeper, whose
+pass once a period is the whole reconcile pass, and no CronJob runs it. This module
 only builds the command line; what a pass needs (the Kubernetes client, OPA, Prometheus) is
 imported when the command runs.
 """
@@ -82,21 +85,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             epilog=f"configuration read: {', '.join(settings)}" if settings else None,
         )
         command.set_defaults(run=run)
-    keeper = commands.choices["admission"]
-    keeper.add_argument(
+    commands.choices["admission"].add_argument(
         "--watch",
         action="store_true",
         help="keep running: a pass now, then one whenever a pod is created or deleted (at most "
         "one per --watch-interval) and one per controller period; under its own Lease "
         "(<name>-admission); until SIGTERM",
     )
-    keeper.add_argument(
-        "--watch-interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="with --watch: the least time between two passes (default 1)",
+    commands.choices["reconcile"].add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running (a resident controller, instead of a CronJob's run): pods and nodes "
+        "listed once and kept by watch; a whole pass now and once per controller period, and "
+        "between them the admission keeper's passes; until SIGTERM",
     )
+    for name in ("admission", "reconcile"):
+        commands.choices[name].add_argument(
+            "--watch-interval",
+            type=float,
+            default=1.0,
+            metavar="SECONDS",
+            help="with --watch: the least time between two passes (default 1)",
+        )
     upgrade_cli.add_parser(commands)
     remediation_cli.add_parser(commands)
     _add_front(commands)
@@ -227,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         return started
     kube, fleet, settings, log = started.kube, started.fleet, started.settings, started.log
     command = args.controller_command
-    if command == "admission" and args.watch:
+    if command in ("admission", "reconcile") and getattr(args, "watch", False):
         try:
             return _keep(args, kube, fleet, settings, log)
         finally:
@@ -245,12 +255,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _keep(args: argparse.Namespace, kube: Any, fleet: Any, settings: Any, log: Any) -> int:
-    """`admission --watch` until SIGTERM or SIGINT (exit 0)."""
+    """`admission --watch` or `reconcile --watch` until SIGTERM or SIGINT (exit 0)."""
     import signal
     import threading
 
     from controller.admission_keeper import keep_admission_data
     from controller.config import period_seconds
+    from controller.startup import publish
+    from controller.summary import PUSH_JOB
 
     if args.watch_interval <= 0:
         print("--watch-interval must be more than 0 seconds", file=sys.stderr)
@@ -258,13 +270,19 @@ def _keep(args: argparse.Namespace, kube: Any, fleet: Any, settings: Any, log: A
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    period = period_seconds(fleet, settings)
+    resident = args.controller_command == "reconcile"
     keep_admission_data(
         kube=kube,
         fleet=fleet,
         settings=settings,
         interval=args.watch_interval,
-        refresh=period_seconds(fleet, settings),
+        refresh=period,
         stop=stop,
         log=log,
+        full_every=period if resident else None,
+        publish=(lambda summary: publish(summary, args, settings, log, job=PUSH_JOB))
+        if resident
+        else None,
     )
     return 0
