@@ -161,21 +161,23 @@ def main() -> int:
                 row = {"kind": kind, "attempt": attempt, **figures, "phases": phases}
                 row["peak_mib"] = round(peak_mib())
                 row["errors"] = errors
+                row["api_requests"] = result.get("api_requests")
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         shown = sorted({phase for row in rows for phase in row["phases"]})
         print(
             "| pass | kind | wall s | "
             + " | ".join(f"{phase} s" for phase in shown)
-            + " | CPU-s: this process | API server | etcd | OPA | Prometheus | errors |"
+            + " | API requests | CPU-s: this process | API server | etcd | OPA | Prometheus "
+            "| errors |"
         )
-        print("| --- " * (len(shown) + 9) + "|")
+        print("| --- " * (len(shown) + 10) + "|")
         for row in rows:
             cpu = row["cpu"]
             print(
                 f"| {row['attempt']} | {row['kind']} | {row['wall']} | "
                 + " | ".join(str(row["phases"].get(phase, "-")) for phase in shown)
-                + f" | {cpu['process']} | {cpu.get('kube-apiserver', '-')} | "
+                + f" | {row['api_requests']} | {cpu['process']} | {cpu.get('kube-apiserver', '-')} | "
                 f"{cpu.get('etcd', '-')} | {cpu['opa']} | {cpu.get('prometheus', '-')} | "
                 f"{row['errors']} |"
             )

@@ -405,7 +405,10 @@ def _admission_keeper(
     period. One replica (a second would only take turns under the keeper's Lease); none while
     the CronJobs are suspended, as nothing of the controller runs in the cluster then. It reads
     its configuration once, at start: the hash of the rendered document on its pod template
-    rolls it when the configuration changes (a CronJob's pass reads it at each run)."""
+    rolls it when the configuration changes (a CronJob's pass reads it at each run). Resident
+    (`controller.resident`), it runs `reconcile --watch`: the whole reconcile pass once a period
+    on the pods and nodes it keeps by watch, the keeper's passes between, and no reconcile
+    CronJob is declared (docs/scale.md)."""
     ns = config.system_namespace
     component = "controller"
     selector = {"app.kubernetes.io/name": KEEPER_NAME}

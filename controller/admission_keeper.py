@@ -27,7 +27,7 @@ then take over from its entries (the gate counts the same workload uid once).
 - Resident (`fleetplane controller reconcile --watch`, `controller.resident`): once a period the
   pass is the whole reconcile pass, on the same watched copy, under the controller's Lease, its
   metrics published as the CronJob's are; the CronJob is then not declared. At 10,000 nodes
-  that pass takes 4 s where the CronJob's, which lists the fleet, takes 10 (docs/scale.md).
+  that pass took 3.5 s where the CronJob's, which lists the fleet, took 6-7 (docs/scale.md).
 - A part that is down (API server, OPA) is logged and tried again, after `interval` doubled
   for each failure in a row up to `MAX_BACKOFF`; no pass runs while the watched copy is not
   current (a failed list, a broken watch: it is listed again); the reservations already in

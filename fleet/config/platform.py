@@ -212,7 +212,7 @@ class ControllerConfig(ConfigModel):
     """Run the reconcile passes in the admission keeper's Deployment (`fleetplane controller
     reconcile --watch`), which lists pods and nodes once and keeps them by watch, instead of a
     CronJob whose every run lists the whole fleet: at 10,000 nodes and 100,000 pods a pass took
-    4 s there against 10 s as a CronJob's run (docs/scale.md). The reconcile CronJob is then not
+    3.5 s there against 6-7 s as a CronJob's run (docs/scale.md). The reconcile CronJob is then not
     declared; the upgrade and health CronJobs are as before. Default false."""
 
 
