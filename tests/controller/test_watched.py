@@ -41,29 +41,35 @@ def test_a_snapshot_from_the_watched_copy_is_the_listed_one(
     for name in ("a", "b"):
         client.create(pod_path(namespace), bare_pod(name, "training", gpus=1))
     wait_for(lambda: len([p for p in watched.pods.items() if p.namespace == namespace]) == 2)
+
+    def ours(pods: list[Pod]) -> dict[str, Pod]:
+        # the cluster is shared: other tests' pods may go between the list and the watch event
+        return {p.uid: p for p in pods if p.namespace == namespace}
+
     listed = take_snapshot(client)
     kept = take_snapshot(client, watched=watched)
-    assert uids(kept.pods) == uids(listed.pods)
-    assert {p.uid: p for p in kept.pods} == {p.uid: p for p in listed.pods}
-    assert kept.nodes == listed.nodes
+    assert len(ours(kept.pods)) == 2
+    assert ours(kept.pods) == ours(listed.pods)
     assert kept.nodes, "the local cluster's fake GPU nodes"
+    # the nodes as listed, once the watch has what the list has (a node may change between)
+    wait_for(lambda: take_snapshot(client, watched=watched).nodes == take_snapshot(client).nodes)
 
 
 def test_the_copy_follows_creations_and_deletions_and_counts_them(
     client: KubeClient, namespace: str, watched: WatchedFleet
 ) -> None:
+    """What the keeper wakes on. The cluster is shared (other tests' pods come and go), so this
+    reads what the copy holds and how many changes it counted, not which change came last."""
     seen = watched.pods.changes
-    created = client.create(pod_path(namespace), bare_pod("w", "training", gpus=1))
-    reason = watched.pods.wait_for_change(seen, time.monotonic() + 15, threading.Event())
-    assert reason is not None and reason.startswith("pod added "), reason
-    wait_for(lambda: created["metadata"]["uid"] in uids(watched.pods.items()))
+    cpu = client.create(pod_path(namespace), bare_pod("cpu", "training", gpus=0))
+    gpu = client.create(pod_path(namespace), bare_pod("w", "training", gpus=1))
+    # a watch's events come in order: once the second pod is kept, the first was seen
+    wait_for(lambda: gpu["metadata"]["uid"] in uids(watched.pods.items()))
     # a pod without accelerators is not kept, but its creation is a change (the keeper wakes)
-    seen = watched.pods.changes
-    client.create(pod_path(namespace), bare_pod("cpu", "training", gpus=0))
-    assert watched.pods.wait_for_change(seen, time.monotonic() + 15, threading.Event())
-    assert not [p for p in watched.pods.items() if p.name == "cpu" and p.namespace == namespace]
+    assert cpu["metadata"]["uid"] not in uids(watched.pods.items())
+    assert watched.pods.changes >= seen + 2
     client.delete(pod_path(namespace, "w"), {"gracePeriodSeconds": 0})
-    wait_for(lambda: created["metadata"]["uid"] not in uids(watched.pods.items()))
+    wait_for(lambda: gpu["metadata"]["uid"] not in uids(watched.pods.items()))
     assert watched.pods.lists == 1, "followed by the watch, not listed again"
 
 
@@ -90,16 +96,18 @@ def test_a_broken_watch_is_listed_again_and_counted_as_a_change(client: KubeClie
     pods = Watched(client, PODS, log=Log())
     pods._list()
     assert (pods.lists, pods.changes) == (1, 0)
+    pods._list()  # a list after the first is a change (no watch runs yet: nothing else is)
+    assert pods.changes == 1 and pods.last_change == "/api/v1/pods listed again"
     pods._version = "not-a-version"
     stop = threading.Event()
     threading.Thread(target=pods.keep, args=(stop,), daemon=True).start()
     try:
-        reason = pods.wait_for_change(0, time.monotonic() + 30, stop)
+        reason = pods.wait_for_change(1, time.monotonic() + 30, stop)
         # kube-apiserver v1.36 answers this one 500, not 400 (its storage error is no Status)
         assert reason is not None and 'resourceVersion: Invalid value: "not-a-version"' in reason
-        wait_for(lambda: pods.lists == 2, timeout=30)
+        wait_for(lambda: pods.lists == 3, timeout=30)
         assert pods.problem() is None
-        assert pods.changes == 1 and pods.last_change.endswith("listed again")
+        assert pods.changes >= 2  # that list too (other tests' pods may change meanwhile)
         assert pods.items() == list(pods._items.values())
     finally:
         stop.set()
