@@ -60,7 +60,7 @@ def test_a_whole_pass_each_period_and_admission_passes_between(
         pod["metadata"]["name"] = "between"
         pod["spec"].pop("priorityClassName", None)  # this API server has none declared
         client.create(object_path("v1", "pods", namespace, None), pod)
-        until("the creation's wake", lambda: log.wakes(namespace), timeout=30)
+        until("the creation's wake", lambda: bool(log.wakes(namespace)), timeout=30)
         until("the second whole pass, a period later", lambda: len(published) >= 2, timeout=60)
     finally:
         stop.set()
