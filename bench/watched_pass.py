@@ -46,15 +46,13 @@ from controller.log import Log
 from controller.observe.kube import KubeClient
 from controller.observe.watched import WatchedFleet
 from controller.reconcile import run_pass
+from controller.summary import peak_memory_bytes
 from localfleet.controlplane import LocalCluster
 from localfleet.servers import cpu_seconds
 
 
 def peak_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return peak_memory_bytes() / 2**20
 
 
 def rss_mib() -> float:

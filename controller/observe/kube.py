@@ -373,10 +373,10 @@ class KubeClient:
         return version
 
     def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = False
+        self, path: str, *, resource_version: str, timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
         """The events of one watch of a collection from `resource_version` (`{"type",
-        "object"}`; BOOKMARK events, which carry only a newer resourceVersion, when `bookmarks`),
+        "object"}`; BOOKMARK events carry only a newer resourceVersion, to watch from next),
         until the API server ends it after `timeout_seconds` or the caller stops reading. An
         ERROR event (410: the version is too old) is a TemporaryError: list again, then watch
         from the new version."""
@@ -401,8 +401,6 @@ class KubeClient:
                         continue
                     event = orjson.loads(line)
                     kind = event.get("type")
-                    if kind == "BOOKMARK" and not bookmarks:
-                        continue
                     if kind == "ERROR":
                         status = event.get("object") or {}
                         raise TemporaryError(

@@ -86,7 +86,6 @@ class Watched(Generic[T]):
         saw `changes` at N has missed something once it is above N."""
         self.last_change = ""
         self.lists = 0
-        self.events = 0
 
     # what a pass reads ------------------------------------------------------------------------
 
@@ -188,7 +187,6 @@ class Watched(Generic[T]):
             self.collection.path,
             resource_version=self._version,
             timeout_seconds=self._watch_seconds,
-            bookmarks=True,
         ):
             self._apply(event)
             if stop.is_set():
@@ -214,7 +212,6 @@ class Watched(Generic[T]):
                 self._items.pop(uid, None)
             else:
                 self._items[uid] = converted
-            self.events += 1
             if kind in WAKES:
                 self.changes += 1
                 where = "/".join(filter(None, (metadata.get("namespace"), metadata.get("name"))))
