@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,12 @@ from typing import Any
 from fleet import labels
 from localfleet.controlplane import LocalCluster
 from localfleet.scenario_karpenter import play_karpenter_scene
+from localfleet.scenario_log import (
+    ScenarioRun,
+    controller_actions,
+    idle_events,
+    pass_errors,
+)
 from localfleet.scenario_operators import submit_operator_work
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -40,14 +46,6 @@ IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 SCENARIO_LABEL = "fleetplane.dev/scenario"
 GPU_TOLERATION = {"key": labels.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 SPOT_TOLERATION = {"key": labels.CAPACITY_TYPE, "operator": "Exists", "effect": "NoSchedule"}
-ACTION_EVENTS = (
-    "idle.warn",
-    "idle.reclaim",
-    "idle.clear",
-    "preempt.evict",
-    "preempt.preempt",
-    "spend.publish",
-)
 
 
 def _pod_spec(
@@ -209,71 +207,6 @@ def gang(
     }
 
 
-@dataclass
-class Decision:
-    at: str
-    event: str
-    target: str
-    reason: str
-
-
-@dataclass
-class ScenarioRun:
-    """What the scenario saw: refusals by the gate, decisions by the controller, pod waits."""
-
-    refused: list[tuple[str, str]] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    passes: list[int | None] = field(default_factory=list)
-    notebook: list[list[str]] = field(default_factory=list)
-    """What each pass logged of the idle notebook's judgements (`idle_events`)."""
-
-
-def log_entries(log_text: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a controller pass's log, one a line; other lines are skipped."""
-    for line in log_text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            yield entry
-
-
-def controller_actions(log_text: str) -> list[Decision]:
-    """The actions in a controller pass's JSON log (one object per line)."""
-    out = []
-    for entry in log_entries(log_text):
-        event = str(entry.get("event", ""))
-        if event in ACTION_EVENTS and "target" in entry:
-            out.append(
-                Decision(
-                    at=str(entry.get("ts", "")),
-                    event=event,
-                    target=str(entry["target"]),
-                    reason=str(entry.get("reason", "")),
-                )
-            )
-    return out
-
-
-def idle_events(log_text: str, pod_key: str) -> list[str]:
-    """What a pass's JSON log says of one pod's idleness, beyond the actions: why it was kept
-    (partial evidence, held with its workload, refused by the policy)."""
-    out = []
-    for entry in log_entries(log_text):
-        event = str(entry.get("event", ""))
-        if not event.startswith("idle.") or event in ACTION_EVENTS:
-            continue
-        if pod_key not in (
-            str(entry.get("pod", "")),
-            str(entry.get("target", "")).split("/", 1)[-1],
-        ):
-            continue
-        reason = entry.get("reason") or "; ".join(map(str, entry.get("reasons") or [])) or "-"
-        out.append(f"{event}: {reason}")
-    return out
-
-
 def _scheduled_at(pod_obj: dict[str, Any]) -> float | None:
     from datetime import datetime
 
@@ -393,6 +326,7 @@ class Scenario:
         log_path: Path = self.stack.services_dir / "controller" / "reconcile.log"
         text = log_path.read_text(errors="replace")
         self.run_state.decisions += controller_actions(text)
+        self.run_state.failures.append(pass_errors(text) if code else [])
         self.run_state.notebook.append(idle_events(text, NOTEBOOK_KEY))
 
     def pass_until_reclaimed(self, *, until: float, every: float) -> None:
@@ -653,6 +587,8 @@ class Scenario:
         lines += self.notebook_account()
         passes = ", ".join("ok" if code == 0 else f"exit {code}" for code in self.run_state.passes)
         lines.append(f"controller passes: {passes}")
+        for number, errors in enumerate(self.run_state.failures, 1):
+            lines += [f"  pass {number}: {error}" for error in errors]
         return "\n".join(lines)
 
 

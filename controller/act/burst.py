@@ -2,8 +2,9 @@
 
 For each ask (`decide.burst.Ask`) the policy (`fleetplane/decisions/burst`) is put each input
 in tier order; the first allow opens that tier: the team's Volcano Queue gets
-`fleetplane.dev/burst-tier`, `-since` and `-reason` (a merge patch on the version read, so a
-concurrent change is a conflict and the next pass decides again), a Normal Event `BurstOpened`
+`fleetplane.dev/burst-tier`, `-since` and `-reason` (a merge patch on the version read; on a
+conflict it is read again and written only if its open tier is still the one planned from, since
+Volcano's own status writes conflict without changing the tier), a Normal Event `BurstOpened`
 on the waiting pod that asked, and every waiting pod of the team is admitted. A refusal is
 logged with the policy's reasons and a Warning Event `BurstRefused` on that pod; nothing is
 written. Admitting a pod adds the tolerations of the open tiers to its spec (read fresh, same
@@ -22,6 +23,7 @@ from typing import Any
 
 from controller.act.events import ObjectRef
 from controller.act.runtime import Runtime
+from controller.act.writes import patch_fresh
 from controller.decide.burst import (
     BURST_REASON,
     BURST_SINCE,
@@ -30,6 +32,7 @@ from controller.decide.burst import (
     BurstPlan,
     Close,
     missing_tolerations,
+    open_tier,
 )
 from controller.errors import ConflictError, NotFoundError
 from controller.observe.model import Pod
@@ -99,20 +102,32 @@ def _open(rt: Runtime, ask: Ask, tier: str, pool: str, because: str) -> None:
     if rt.dry_run:
         rt.would(CONCERN, "open", f"queue {ask.queue}", told, tier=tier)
     else:
-        queue = rt.kube.get(f"{QUEUES}/{ask.queue}")
-        rt.kube.merge_patch(
-            f"{QUEUES}/{ask.queue}",
-            {
-                "metadata": {
-                    "resourceVersion": queue["metadata"]["resourceVersion"],
-                    "annotations": {
-                        BURST_TIER: tier,
-                        BURST_SINCE: str(int(rt.now)),
-                        BURST_REASON: because[:1000],
-                    },
-                }
-            },
-        )
+        path = f"{QUEUES}/{ask.queue}"
+        annotations = {
+            BURST_TIER: tier,
+            BURST_SINCE: str(int(rt.now)),
+            BURST_REASON: because[:1000],
+        }
+
+        def still_wanted(current: dict[str, Any] | None) -> dict[str, Any] | None:
+            # Volcano writes the Queue's status as its pods come and go, which conflicts with
+            # the version read and says nothing about the tier: only a tier changed since the
+            # plan (another writer opened or closed one) makes the opening unwanted.
+            if current is not None:
+                now_open = open_tier((current.get("metadata") or {}).get("annotations") or {})
+                if now_open != ask.tier:
+                    return None
+            return {"metadata": {"annotations": annotations}}
+
+        queue = rt.kube.get(path)
+        written = patch_fresh(rt.kube, path, queue["metadata"].get("resourceVersion"), still_wanted)
+        if written is None:
+            rt.log.info(
+                "burst.open.raced",
+                queue=ask.queue,
+                reason=f"the Queue's open tier is no longer {ask.tier}; the next pass decides",
+            )
+            return
         rt.events.emit(_ref(ask.claimant), "BurstOpened", told)
         rt.done(CONCERN, "open", f"queue {ask.queue}", told, tier=tier)
     for pod in ask.waiting:

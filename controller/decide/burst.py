@@ -174,10 +174,12 @@ class TeamBurst:
 @dataclass(frozen=True, kw_only=True)
 class Ask:
     """Ask the policy, in order, whether `team` may open the next tier; the first allowed
-    input opens its `to_tier`."""
+    input opens its `to_tier`. `tier` is the tier open when it was planned: the opening is
+    written only while the Queue still says so."""
 
     team: str
     queue: str
+    tier: str
     claimant: Pod
     inputs: list[tuple[PoolTier, dict[str, Any]]]
     waiting: list[Pod]
@@ -322,6 +324,7 @@ def plan_bursts(
                     Ask(
                         team=state.team,
                         queue=state.queue,
+                        tier=state.tier,
                         claimant=claimant,
                         inputs=inputs,
                         waiting=state.waiting,

@@ -7,7 +7,8 @@ import json
 import time
 from pathlib import Path
 
-from localfleet.scenario import NOTEBOOK_KEY, Scenario, controller_actions, idle_events
+from localfleet.scenario import NOTEBOOK_KEY, Scenario
+from localfleet.scenario_log import controller_actions, idle_events, pass_errors
 
 
 def _log(*entries: dict[str, object]) -> str:
@@ -47,7 +48,7 @@ class _Stack:
     def controller_pass(self) -> int:
         entry = self.passes.pop(0)
         (self.services_dir / "controller" / "reconcile.log").write_text(json.dumps(entry))
-        return 0
+        return 1 if entry.get("level") == "error" else 0
 
 
 KEPT = {
@@ -78,3 +79,26 @@ def test_no_pass_once_the_warning_would_be_outside_the_window(tmp_path: Path) ->
     account = scenario.notebook_account()
     assert account[0] == f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"
     assert "scenario pass 1: idle.no-evidence: partial metrics" in account[1]
+
+
+CONFLICT = {
+    "level": "error",
+    "event": "burst.open.failed",
+    "target": "research",
+    "error": "PATCH /apis/scheduling.volcano.sh/v1beta1/queues/research: HTTP 409",
+    "kind": "temporary",
+}
+
+
+def test_a_failed_pass_is_accounted_with_its_errors(tmp_path: Path) -> None:
+    assert pass_errors(_log(CONFLICT, KEPT)) == [
+        "burst.open.failed research: PATCH /apis/scheduling.volcano.sh/v1beta1/queues/research: "
+        "HTTP 409"
+    ]
+    assert pass_errors(_log(KEPT)) == []
+    stack = _Stack(tmp_path, [CONFLICT, RECLAIMED])
+    scenario = Scenario(stack=stack)
+    scenario.controller_pass()
+    scenario.controller_pass()
+    assert scenario.run_state.passes == [1, 0]
+    assert scenario.run_state.failures == [pass_errors(json.dumps(CONFLICT)), []]
