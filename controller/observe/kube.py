@@ -362,16 +362,6 @@ class KubeClient:
             if not token:
                 return
 
-    def collection_version(self, path: str) -> str:
-        """The resourceVersion of a collection now (a list of one item, consistent read): a
-        watch from it sees every change made after."""
-        ask = partial(self.request, "GET", path, params={"limit": 1})
-        page = self._object("GET", path, self._list_request(ask, path))
-        version = (page.get("metadata") or {}).get("resourceVersion")
-        if not isinstance(version, str) or not version:
-            raise PermanentError(f"GET {self.server}{path}: the list has no resourceVersion")
-        return version
-
     def watch(
         self, path: str, *, resource_version: str, timeout_seconds: int
     ) -> Iterator[dict[str, Any]]:
@@ -526,7 +516,7 @@ class KubeClient:
         raise AssertionError("unreachable")
 
     def _list_request(self, ask: Callable[[], T], path: str) -> T:
-        """One request of a list (a page, or the one item of `collection_version`), asked again
+        """One request of a list (a page), asked again
         while the watch cache is behind etcd (observe/cache_lag.py)."""
         return while_cache_behind(ask, path, self._log)
 
