@@ -9,7 +9,8 @@ on the waiting pod that asked, and every waiting pod of the team is admitted. A 
 logged with the policy's reasons and a Warning Event `BurstRefused` on that pod; nothing is
 written. Admitting a pod adds the tolerations of the open tiers to its spec (read fresh, same
 uid, the list as it is plus what it lacks, on its resourceVersion: the API server accepts only
-additions to a pod's tolerations) and records `BurstAdmitted` on it. Closing takes the Queue's
+additions to a pod's tolerations; read again on a conflict, as the scheduler writes a waiting
+pod's status) and records `BurstAdmitted` on it. Closing takes the Queue's
 annotations off. Under --dry-run each write is shown instead. The actions are counted under the
 concern `burst` (`open`, `admit`, `close`); the accelerators each team's running pods hold on
 burst nodes are exported every pass (`fleetplane_team_burst_gpus`), which the monthly bill
@@ -143,26 +144,32 @@ def _admit(rt: Runtime, pod: Pod, tolerations: list[dict[str, str]], reason: str
         rt.would(CONCERN, "admit", pod.key, told)
         return
     path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-    try:
-        fresh = rt.kube.get(path)
-        if fresh["metadata"].get("uid") != pod.uid or fresh["spec"].get("nodeName"):
-            rt.summary.action(CONCERN, "admit", "gone")
-            return
-        have: list[dict[str, Any]] = list(fresh["spec"].get("tolerations") or [])
+    outcome = "gone"
+
+    def lacking(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The scheduler writes a waiting pod's status at each try, which conflicts with the
+        # version read: on a conflict the pod is read again and judged as it is then.
+        nonlocal outcome
+        found = current if current is not None else fresh
+        if found["metadata"].get("uid") != pod.uid or found["spec"].get("nodeName"):
+            outcome = "gone"
+            return None
+        have: list[dict[str, Any]] = list(found["spec"].get("tolerations") or [])
         adding = [t for t in tolerations if t not in have]
         if not adding:
-            rt.summary.action(CONCERN, "admit", "already")
-            return
-        rt.kube.merge_patch(
-            path,
-            {
-                "metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},
-                "spec": {"tolerations": [*have, *adding]},
-            },
-        )
-    except (NotFoundError, ConflictError) as error:
+            outcome = "already"
+            return None
+        return {"spec": {"tolerations": [*have, *adding]}}
+
+    try:
+        fresh = rt.kube.get(path)
+        written = patch_fresh(rt.kube, path, fresh["metadata"].get("resourceVersion"), lacking)
+    except (NotFoundError, ConflictError) as error:  # gone, or changed twice: the next pass
         rt.log.info("burst.admit.skipped", pod=pod.key, reason=str(error))
         rt.summary.action(CONCERN, "admit", "gone")
+        return
+    if written is None:
+        rt.summary.action(CONCERN, "admit", outcome)
         return
     rt.events.emit(_ref(pod), "BurstAdmitted", told)
     rt.done(CONCERN, "admit", pod.key, told)

@@ -30,21 +30,19 @@ QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 
 
 class ConcurrentQueueWriter(KubeClient):
-    """A controller client after whose read of `queue` another writer changes it once, before
-    the controller writes: `status` as Volcano does, or `annotations` as another opener would."""
+    """A controller client after whose first read of an object of `changes` (path -> change)
+    another writer changes it, before the controller writes: `status` as Volcano does a Queue's
+    and the scheduler a waiting pod's, or `annotations` as another opener would."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.queue = ""
-        self.change: dict[str, Any] = {}
-        self.changes_left = 0
+        self.changes: dict[str, dict[str, Any]] = {}
 
     def get(self, path: str) -> dict[str, Any]:
         found = super().get(path)
-        if path == f"{QUEUES}/{self.queue}" and self.changes_left:
-            self.changes_left -= 1
-            where = f"{path}/status" if "status" in self.change else path
-            super().merge_patch(where, self.change)
+        change = self.changes.pop(path, None)
+        if change is not None:
+            super().merge_patch(f"{path}/status" if "status" in change else path, change)
         return found
 
 
@@ -106,7 +104,6 @@ def setup(
     opa.put_data("fleetplane/config", document)
     opa.put_data("fleetplane/spend", {"research": {"month": month, "usd": 0}})
     opa.put_data("fleetplane/reservations", {})
-    writer.queue = queue
     h = Harness(kube=kube, namespace=namespace, opa=opa, document=document, client=writer)
     h.create(waiting_pod(namespace))
     wait_for(
@@ -127,9 +124,13 @@ def test_volcanos_status_write_between_read_and_write_does_not_fail_the_opening(
     kube: LocalCluster, namespace: str, opa_server: OpaServer, writer: ConcurrentQueueWriter
 ) -> None:
     h, queue = setup(kube, namespace, opa_server, writer)
-    writer.change, writer.changes_left = {"status": {"pending": 1}}, 1
+    pod = f"/api/v1/namespaces/{namespace}/pods/waits"
+    writer.changes = {
+        f"{QUEUES}/{queue}": {"status": {"pending": 1}},
+        pod: {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    }
     run = h.run(time.time() + 120, concerns=("burst",))
-    assert writer.changes_left == 0  # the status was written between the read and the write
+    assert writer.changes == {}  # both written between the controller's read and its write
     assert run.summary.errors == 0, logged(run, "burst.open.failed")
     (opened,) = logged(run, "burst.open")
     assert opened["target"] == f"queue {queue}" and opened["tier"] == "on-demand"
@@ -138,6 +139,12 @@ def test_volcanos_status_write_between_read_and_write_does_not_fail_the_opening(
     assert found["status"]["pending"] == 1
     (admitted,) = logged(run, "burst.admit")
     assert admitted["target"] == f"{namespace}/waits"
+    assert {
+        "key": BURST_TIER,
+        "operator": "Equal",
+        "value": "on-demand",
+        "effect": "NoSchedule",
+    } in (h.pod("waits")["spec"]["tolerations"])
 
 
 def test_a_tier_changed_since_the_plan_is_left_to_the_next_pass(
@@ -145,10 +152,9 @@ def test_a_tier_changed_since_the_plan_is_left_to_the_next_pass(
 ) -> None:
     h, queue = setup(kube, namespace, opa_server, writer)
     # another opener (an operator by hand, a second controller) opened spot meanwhile
-    writer.change = {"metadata": {"annotations": {BURST_TIER: "spot"}}}
-    writer.changes_left = 1
+    writer.changes = {f"{QUEUES}/{queue}": {"metadata": {"annotations": {BURST_TIER: "spot"}}}}
     run = h.run(time.time() + 120, concerns=("burst",))
-    assert writer.changes_left == 0
+    assert writer.changes == {}
     assert run.summary.errors == 0
     assert not logged(run, "burst.open")
     (raced,) = logged(run, "burst.open.raced")
