@@ -329,19 +329,21 @@ class Scenario:
         self.run_state.failures.append(pass_errors(text) if code else [])
         self.run_state.notebook.append(idle_events(text, NOTEBOOK_KEY))
 
-    def pass_until_reclaimed(self, *, until: float, every: float) -> None:
+    def pass_until(self, event: str, *, until: float, every: float) -> float | None:
         """As the CronJob's next runs would: a pass that found the notebook's evidence partial
         (one scrape missed on a loaded machine) keeps it, and a later pass, `every` seconds on,
-        reclaims it while its warning is still inside the idle window (before `until`)."""
-        while not self._reclaimed(NOTEBOOK_KEY) and time.time() + every < until:
+        decides what that one would have (`idle.warn`, `idle.reclaim`), while there is time
+        (before `until`). When the notebook's `event` was decided (epoch seconds), or None."""
+        while (at := self._decided(event, NOTEBOOK_KEY)) is None and time.time() + every < until:
             last = self.run_state.notebook[-1] if self.run_state.notebook else []
             why = "; ".join(last)
             self.log(
-                f"scenario: the notebook kept ({why or 'no idle event for it in the pass'}); "
+                f"scenario: no {event} for the notebook ({why or 'no idle event for it in the pass'}); "
                 f"another pass in {every:g}s"
             )
             time.sleep(every)
             self.controller_pass()
+        return at
 
     def notebook_account(self) -> list[str]:
         """Why the idle notebook was not reclaimed, pass by pass (nothing when it was)."""
@@ -352,11 +354,15 @@ class Scenario:
             for i, notes in enumerate(self.run_state.notebook, 1)
         ]
 
+    def _decided(self, event: str, pod_key: str) -> float | None:
+        """When the controller's first `event` about `pod_key` was (epoch seconds), or None."""
+        for d in self.run_state.decisions:
+            if d.event == event and d.target.endswith(pod_key):
+                return _epoch(d.at) or time.time()  # no time logged: the pass just run
+        return None
+
     def _reclaimed(self, pod_key: str) -> bool:
-        return any(
-            d.event == "idle.reclaim" and d.target.endswith(pod_key)
-            for d in self.run_state.decisions
-        )
+        return self._decided("idle.reclaim", pod_key) is not None
 
     def run(self) -> str:
         fleet = self.stack.fleet()
@@ -506,20 +512,21 @@ class Scenario:
             f"{labels.LAST_CHECKPOINT}={int(time.time())}",
             "--overwrite",
         )
-        warned_by = time.time()
+        scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
+        first_at = time.time()
         self.controller_pass()
+        # The reclaim is due a grace after the warning and before the warning leaves the window.
+        warned_at = self.pass_until("idle.warn", until=first_at + window, every=scrape) or first_at
         grace = idle.grace_seconds if idle else 30
         self.log(f"scenario: the notebook's grace ({grace}s), then the next pass")
-        time.sleep(grace + 2)
+        time.sleep(max(0.0, warned_at + grace + 2 - time.time()))
         self.wait(
             "the urgent evaluation placed",
             lambda: bool(self._started("ml-research", "urgent-eval")),
             30,
         )
         self.controller_pass()
-        self.pass_until_reclaimed(
-            until=warned_by + window - 2, every=fleet.gpu_operator.dcgm_scrape_interval_seconds
-        )
+        self.pass_until("idle.reclaim", until=warned_at + window - 2, every=scrape)
         self.log(
             f"scenario: done in {time.monotonic() - started:.0f}s (preemption after {pending_after}s pending)"
         )
@@ -590,6 +597,15 @@ class Scenario:
         for number, errors in enumerate(self.run_state.failures, 1):
             lines += [f"  pass {number}: {error}" for error in errors]
         return "\n".join(lines)
+
+
+def _epoch(stamp: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
 
 
 def pending_reason(pod_obj: dict[str, Any]) -> str:

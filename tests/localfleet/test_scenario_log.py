@@ -64,7 +64,7 @@ def test_a_pass_that_keeps_the_notebook_is_followed_by_another(tmp_path: Path) -
     said: list[str] = []
     scenario = Scenario(stack=stack, log=said.append)
     scenario.controller_pass()
-    scenario.pass_until_reclaimed(until=time.time() + 30, every=0.01)
+    scenario.pass_until("idle.reclaim", until=time.time() + 30, every=0.01)
     assert scenario.run_state.passes == [0, 0]  # stopped at the reclaim
     assert [d.event for d in scenario.run_state.decisions] == ["idle.reclaim"]
     assert "partial metrics: 11 samples" in said[0] and "another pass" in said[0]
@@ -74,7 +74,7 @@ def test_no_pass_once_the_warning_would_be_outside_the_window(tmp_path: Path) ->
     stack = _Stack(tmp_path, [KEPT, RECLAIMED])
     scenario = Scenario(stack=stack)
     scenario.controller_pass()
-    scenario.pass_until_reclaimed(until=time.time() + 0.5, every=1.0)
+    scenario.pass_until("idle.reclaim", until=time.time() + 0.5, every=1.0)
     assert scenario.run_state.passes == [0]
     account = scenario.notebook_account()
     assert account[0] == f"  {NOTEBOOK_KEY} not reclaimed; its judgements:"
@@ -102,3 +102,20 @@ def test_a_failed_pass_is_accounted_with_its_errors(tmp_path: Path) -> None:
     scenario.controller_pass()
     assert scenario.run_state.passes == [1, 0]
     assert scenario.run_state.failures == [pass_errors(json.dumps(CONFLICT)), []]
+
+
+def test_a_first_pass_without_the_warning_is_followed_by_another_and_its_time_kept(
+    tmp_path: Path,
+) -> None:
+    warned = {
+        "ts": "2026-11-29T18:13:56.967+00:00",
+        "event": "idle.warn",
+        "target": NOTEBOOK_KEY,
+        "reason": "idle",
+    }
+    stack = _Stack(tmp_path, [KEPT, warned, RECLAIMED])
+    scenario = Scenario(stack=stack)
+    scenario.controller_pass()
+    at = scenario.pass_until("idle.warn", until=time.time() + 30, every=0.01)
+    assert at == 1795976036.967  # the warning's own time: the grace and the window count from it
+    assert scenario.run_state.passes == [0, 0] and len(stack.passes) == 1
