@@ -496,7 +496,10 @@ class Scenario:
         idle = fleet.workload_types["notebook"].idle
         window = idle.window_seconds if idle else 60
         notebook_started = self._started("analytics", "eda-notebook") or time.time()
-        first_pass_at = notebook_started + window + 2
+        scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
+        # A scrape past the window: the stand-in's first sample of the notebook comes a moment
+        # after it started, and a window one sample short is partial evidence (no warning).
+        first_pass_at = notebook_started + window + scrape + 2
         pending_after = fleet.controller.preemption_pending_seconds
         self.log(f"scenario: waiting for an idle window ({window}s) of the notebook, then a pass")
         time.sleep(max(0.0, first_pass_at - time.time()))
@@ -512,7 +515,6 @@ class Scenario:
             f"{labels.LAST_CHECKPOINT}={int(time.time())}",
             "--overwrite",
         )
-        scrape = fleet.gpu_operator.dcgm_scrape_interval_seconds
         first_at = time.time()
         self.controller_pass()
         # The reclaim is due a grace after the warning and before the warning leaves the window.
