@@ -114,10 +114,9 @@ def _open(rt: Runtime, ask: Ask, tier: str, pool: str, because: str) -> None:
             # Volcano writes the Queue's status as its pods come and go, which conflicts with
             # the version read and says nothing about the tier: only a tier changed since the
             # plan (another writer opened or closed one) makes the opening unwanted.
-            if current is not None:
-                now_open = open_tier((current.get("metadata") or {}).get("annotations") or {})
-                if now_open != ask.tier:
-                    return None
+            found = current if current is not None else queue
+            if open_tier((found.get("metadata") or {}).get("annotations") or {}) != ask.tier:
+                return None
             return {"metadata": {"annotations": annotations}}
 
         queue = rt.kube.get(path)
