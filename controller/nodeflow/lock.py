@@ -43,6 +43,7 @@ be taken.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -261,21 +262,21 @@ def release(rt: Runtime, concern: str, name: str, actor: str) -> None:
 
 def _want(rt: Runtime, name: str, actor: str, node: dict[str, Any]) -> None:
     """Record that `actor` waits for the node, unless a higher- or equal-ranked live want is
-    there already (a lost race is fine: the next refusal records it again)."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    wanted = live_want(annotations, rt.now)
-    if wanted is not None and wanted != actor and _rank(wanted) >= _rank(actor):
-        return
-    patch = {
-        "metadata": {
-            "annotations": {WANTED: actor, WANTED_SINCE: str(int(rt.now))},
-            "resourceVersion": (node.get("metadata") or {}).get("resourceVersion"),
-        }
-    }
-    try:
-        rt.kube.merge_patch(_node_path(name), patch)
-    except ControllerError:  # a lost race or a gone node: the next refusal records it
-        return
+    there already. A conflict (the node lifecycle controller, Karpenter or a kubelet wrote the
+    Node since it was read) reads it again and decides again; a second one or a gone node is
+    fine: the next refusal records it."""
+
+    def build(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        seen = current if current is not None else node
+        annotations = (seen.get("metadata") or {}).get("annotations") or {}
+        wanted = live_want(annotations, rt.now)
+        if wanted is not None and wanted != actor and _rank(wanted) >= _rank(actor):
+            return None
+        return {"metadata": {"annotations": {WANTED: actor, WANTED_SINCE: str(int(rt.now))}}}
+
+    version = (node.get("metadata") or {}).get("resourceVersion")
+    with contextlib.suppress(ControllerError):
+        patch_fresh(rt.kube, _node_path(name), version, build)
 
 
 def _refused(rt: Runtime, concern: str, name: str, actor: str, why: str) -> str:

@@ -226,6 +226,35 @@ def test_the_order_decides_who_gets_a_node_wanted_by_two(client: KubeClient, nod
     assert lock.WANTED not in found
 
 
+class WrittenAfterRead:
+    """A client after whose first read of the node another writer changes it (as the node
+    lifecycle controller does a Node with no kubelet: its taints), before the client writes."""
+
+    def __init__(self, client: KubeClient, node: str) -> None:
+        self.client, self.path = client, node_path(node)
+
+    def get(self, path: str) -> dict[str, Any]:
+        found = self.client.get(path)
+        if path == self.path:
+            self.path = ""
+            self.client.merge_patch(path, {"metadata": {"labels": {"written": "meanwhile"}}})
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_want_is_recorded_though_the_node_changed_since_it_was_read(
+    client: KubeClient, node: str
+) -> None:
+    assert lock.take(runtime(client), "upgrade", node, lock.UPGRADE) is None
+    racing = WrittenAfterRead(client, node)
+    why = lock.take(runtime(racing, NOW + 10), "preempt", node, lock.PREEMPTION)
+    assert racing.path == ""  # the node was written between the read and the want's write
+    assert why is not None and "held by upgrade" in why
+    assert annotations(client, node)[lock.WANTED] == "preemption"
+
+
 def test_a_stale_hold_is_taken_and_a_workflows_hold_lives_with_its_state(
     client: KubeClient, node: str
 ) -> None:
