@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -23,35 +23,24 @@ from controller.observe.kube import KubeClient
 from localfleet.controlplane import LocalCluster
 from tests.conftest import OpaServer
 from tests.controller.conftest import Harness, config_for, wait_for
+from tests.controller.race_kit import WrittenAfterRead
 
 pytestmark = pytest.mark.integration
 
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 
 
-class ConcurrentQueueWriter(KubeClient):
-    """A controller client after whose first read of an object of `changes` (path -> change)
-    another writer changes it, before the controller writes: `status` as Volcano does a Queue's
-    and the scheduler a waiting pod's, or `annotations` as another opener would."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.changes: dict[str, dict[str, Any]] = {}
-
-    def get(self, path: str) -> dict[str, Any]:
-        found = super().get(path)
-        change = self.changes.pop(path, None)
-        if change is not None:
-            super().merge_patch(f"{path}/status" if "status" in change else path, change)
-        return found
+def merged(client: KubeClient, path: str, change: dict[str, Any]) -> Callable[[], Any]:
+    """Another writer's change of `path`: `status` (its subresource) as Volcano writes a
+    Queue's and the scheduler a waiting pod's, or `annotations` as another opener would."""
+    return lambda: client.merge_patch(f"{path}/status" if "status" in change else path, change)
 
 
 @pytest.fixture
-def writer(kube: LocalCluster) -> Iterator[ConcurrentQueueWriter]:
-    found = ConcurrentQueueWriter.from_kubeconfig(str(kube.kubeconfig))
-    assert isinstance(found, ConcurrentQueueWriter)
+def writer(kube: LocalCluster) -> Iterator[WrittenAfterRead]:
+    found = KubeClient.from_kubeconfig(str(kube.kubeconfig))
     try:
-        yield found
+        yield WrittenAfterRead(found, {})
     finally:
         found.close()
 
@@ -82,7 +71,7 @@ def waiting_pod(namespace: str) -> dict[str, Any]:
 
 
 def setup(
-    kube: LocalCluster, namespace: str, opa: OpaServer, writer: ConcurrentQueueWriter
+    kube: LocalCluster, namespace: str, opa: OpaServer, writer: WrittenAfterRead
 ) -> tuple[Harness, str]:
     queue = f"race-{uuid.uuid4().hex[:8]}"
     kube.apply(
@@ -104,7 +93,9 @@ def setup(
     opa.put_data("fleetplane/config", document)
     opa.put_data("fleetplane/spend", {"research": {"month": month, "usd": 0}})
     opa.put_data("fleetplane/reservations", {})
-    h = Harness(kube=kube, namespace=namespace, opa=opa, document=document, client=writer)
+    h = Harness(
+        kube=kube, namespace=namespace, opa=opa, document=document, client=cast(KubeClient, writer)
+    )
     h.create(waiting_pod(namespace))
     wait_for(
         lambda: any(
@@ -121,16 +112,18 @@ def logged(run: Any, event: str) -> list[dict[str, Any]]:
 
 
 def test_volcanos_status_write_between_read_and_write_does_not_fail_the_opening(
-    kube: LocalCluster, namespace: str, opa_server: OpaServer, writer: ConcurrentQueueWriter
+    kube: LocalCluster, namespace: str, opa_server: OpaServer, writer: WrittenAfterRead
 ) -> None:
     h, queue = setup(kube, namespace, opa_server, writer)
     pod = f"/api/v1/namespaces/{namespace}/pods/waits"
-    writer.changes = {
-        f"{QUEUES}/{queue}": {"status": {"pending": 1}},
-        pod: {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    writer.writes = {
+        f"{QUEUES}/{queue}": merged(writer.client, f"{QUEUES}/{queue}", {"status": {"pending": 1}}),
+        pod: merged(
+            writer.client, pod, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+        ),
     }
     run = h.run(time.time() + 120, concerns=("burst",))
-    assert writer.changes == {}  # both written between the controller's read and its write
+    assert writer.writes == {}  # both written between the controller's read and its write
     assert run.summary.errors == 0, logged(run, "burst.open.failed")
     (opened,) = logged(run, "burst.open")
     assert opened["target"] == f"queue {queue}" and opened["tier"] == "on-demand"
@@ -148,13 +141,16 @@ def test_volcanos_status_write_between_read_and_write_does_not_fail_the_opening(
 
 
 def test_a_tier_changed_since_the_plan_is_left_to_the_next_pass(
-    kube: LocalCluster, namespace: str, opa_server: OpaServer, writer: ConcurrentQueueWriter
+    kube: LocalCluster, namespace: str, opa_server: OpaServer, writer: WrittenAfterRead
 ) -> None:
     h, queue = setup(kube, namespace, opa_server, writer)
     # another opener (an operator by hand, a second controller) opened spot meanwhile
-    writer.changes = {f"{QUEUES}/{queue}": {"metadata": {"annotations": {BURST_TIER: "spot"}}}}
+    path = f"{QUEUES}/{queue}"
+    writer.writes = {
+        path: merged(writer.client, path, {"metadata": {"annotations": {BURST_TIER: "spot"}}})
+    }
     run = h.run(time.time() + 120, concerns=("burst",))
-    assert writer.changes == {}
+    assert writer.writes == {}
     assert run.summary.errors == 0
     assert not logged(run, "burst.open")
     (raced,) = logged(run, "burst.open.raced")

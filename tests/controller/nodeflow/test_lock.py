@@ -24,6 +24,7 @@ from controller.observe.kube import KubeClient
 from controller.summary import Summary
 from tests.controller.builders import NOW, fleet
 from tests.controller.conftest import closed_url
+from tests.controller.race_kit import WrittenAfterRead
 
 pytestmark = pytest.mark.integration
 
@@ -111,31 +112,14 @@ def test_a_node_karpenter_disrupts_is_taken_by_no_actor(client: KubeClient, node
     assert rt.summary.get("actions", action="hold-node", concern="upgrade", outcome="refused") == 1
 
 
-class KarpenterStrikesAfterTheRead:
-    """A client whose first read of the node is followed, before the actor writes, by
-    Karpenter tainting the node: the race between an upgrade and a consolidation."""
-
-    def __init__(self, client: KubeClient, node: str) -> None:
-        self.client, self.node, self.struck = client, node, False
-
-    def get(self, path: str) -> dict[str, Any]:
-        found = self.client.get(path)
-        if path == node_path(self.node) and not self.struck:
-            self.struck = True
-            karpenter_disrupts(self.client, self.node)
-        return found
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-
 def test_an_upgrade_loses_the_race_to_a_consolidation_that_tainted_first(
     client: KubeClient, node: str
 ) -> None:
-    racing = KarpenterStrikesAfterTheRead(client, node)
+    # Karpenter taints the node after the actor's read, before its write
+    racing = WrittenAfterRead(client, {node_path(node): lambda: karpenter_disrupts(client, node)})
     rt = runtime(racing)
     why = lock.take(rt, "upgrade", node, lock.UPGRADE)
-    assert racing.struck
+    assert not racing.writes  # Karpenter struck
     assert why is not None and "Karpenter is disrupting it" in why
     found = annotations(client, node)
     assert lock.HOLDER not in found and lock.DO_NOT_DISRUPT not in found
@@ -226,31 +210,17 @@ def test_the_order_decides_who_gets_a_node_wanted_by_two(client: KubeClient, nod
     assert lock.WANTED not in found
 
 
-class WrittenAfterRead:
-    """A client after whose first read of the node another writer changes it (as the node
-    lifecycle controller does a Node with no kubelet: its taints), before the client writes."""
-
-    def __init__(self, client: KubeClient, node: str) -> None:
-        self.client, self.path = client, node_path(node)
-
-    def get(self, path: str) -> dict[str, Any]:
-        found = self.client.get(path)
-        if path == self.path:
-            self.path = ""
-            self.client.merge_patch(path, {"metadata": {"labels": {"written": "meanwhile"}}})
-        return found
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-
 def test_a_want_is_recorded_though_the_node_changed_since_it_was_read(
     client: KubeClient, node: str
 ) -> None:
     assert lock.take(runtime(client), "upgrade", node, lock.UPGRADE) is None
-    racing = WrittenAfterRead(client, node)
+    # as the node lifecycle controller does a Node with no kubelet, between read and write
+    path = node_path(node)
+    racing = WrittenAfterRead(
+        client, {path: lambda: client.merge_patch(path, {"metadata": {"labels": {"w": "1"}}})}
+    )
     why = lock.take(runtime(racing, NOW + 10), "preempt", node, lock.PREEMPTION)
-    assert racing.path == ""  # the node was written between the read and the want's write
+    assert not racing.writes  # the node was written between the read and the want's write
     assert why is not None and "held by upgrade" in why
     assert annotations(client, node)[lock.WANTED] == "preemption"
 
